@@ -1,0 +1,59 @@
+# Fieldcraft — two commands do all set-up on a fresh machine: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: run test lint format bench install browser clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(BIN)/python -m config.run
+
+# Debian's chromium for the end-to-end tests (Playwright drives /usr/bin/chromium).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "Installing Debian chromium for the browser tests..."; \
+	    (apt-get install -y -q chromium >/dev/null 2>&1 || (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)) \
+	      || echo "chromium could not be installed; browser tests will be skipped"; \
+	  else echo "No /usr/bin/chromium and cannot install it; browser tests will be skipped"; fi; \
+	fi
+
+# pytest exits 5 when it collects nothing: that is a broken suite, said plainly.
+test: install browser
+	@if [ -n "$$DATABASE_URL" ]; then \
+	  $(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
+	else \
+	  $(BIN)/python -m config.embedded_db run -- $(BIN)/python -m pytest $(PYTEST_ARGS); status=$$?; \
+	fi; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests (exit 5)"; fi; \
+	exit $$status
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+	@if [ -n "$$DATABASE_URL" ]; then $(BIN)/python manage.py makemigrations --check --dry-run; \
+	else $(BIN)/python -m config.embedded_db run -- $(BIN)/python manage.py makemigrations --check --dry-run; fi
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	@for script in bench/*.py; do echo "== $$script"; \
+	  if [ -n "$$DATABASE_URL" ]; then $(BIN)/python $$script; \
+	  else $(BIN)/python -m config.embedded_db run -- $(BIN)/python $$script; fi; done
+
+clean:
+	rm -rf .data/broker .data/staticfiles

@@ -1,0 +1,216 @@
+"""Policy versions, evaluation results per condition cell, and stored gap reports."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+
+from accounts.models import Job, Organization, TenantQuerySet
+from campaigns.models import Campaign, CollectionRound
+from labeling.models import Dataset
+from sites.models import ConditionSet, Deployment, Embodiment, FailureMode, Site, Task
+
+
+class PolicyQuerySet(TenantQuerySet):
+    operator_path = "organization"
+
+
+class PolicyVersion(models.Model):
+    """A trained policy, with the datasets and rounds it was trained on."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    slug = models.SlugField(max_length=64)
+    name = models.CharField(max_length=200)
+    embodiment = models.ForeignKey(Embodiment, on_delete=models.PROTECT, related_name="policies")
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.PROTECT, related_name="policies"
+    )
+    trained_on_datasets = models.ManyToManyField(Dataset, blank=True, related_name="policies")
+    trained_on_rounds = models.ManyToManyField(CollectionRound, blank=True, related_name="policies")
+    released_on = models.DateField(null=True, blank=True)
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PolicyQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-released_on", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "slug"], name="policy_slug_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class EvaluationRunQuerySet(TenantQuerySet):
+    operator_path = "organization"
+    customer_path = "deployment__customer"
+
+
+class EvaluationRun(models.Model):
+    """Evaluation of one policy version at a deployment (or on a bench when no deployment)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    policy_version = models.ForeignKey(
+        PolicyVersion, on_delete=models.CASCADE, related_name="evaluations"
+    )
+    deployment = models.ForeignKey(
+        Deployment, null=True, blank=True, on_delete=models.PROTECT, related_name="evaluations"
+    )
+    site = models.ForeignKey(
+        Site, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    label = models.CharField(max_length=200)
+    evaluated_on = models.DateField()
+    source = models.CharField(max_length=200, blank=True, help_text="File or system it came from.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = EvaluationRunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-evaluated_on", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["policy_version", "label"], name="evaluation_run_label_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        where = self.deployment or "bench"
+        return f"{self.policy_version} @ {where} ({self.evaluated_on})"
+
+
+class EvaluationResultQuerySet(TenantQuerySet):
+    operator_path = "run__organization"
+    customer_path = "run__deployment__customer"
+
+
+class EvaluationResult(models.Model):
+    run = models.ForeignKey(EvaluationRun, on_delete=models.CASCADE, related_name="results")
+    condition_set = models.ForeignKey(ConditionSet, on_delete=models.PROTECT, related_name="+")
+    trials = models.PositiveIntegerField()
+    successes = models.PositiveIntegerField()
+
+    objects = EvaluationResultQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "condition_set"], name="evaluation_result_unique"
+            ),
+            models.CheckConstraint(
+                name="evaluation_successes_le_trials", condition=Q(successes__lte=F("trials"))
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.successes}/{self.trials}"
+
+
+class EvaluationFailureQuerySet(TenantQuerySet):
+    operator_path = "result__run__organization"
+    customer_path = "result__run__deployment__customer"
+
+
+class EvaluationFailure(models.Model):
+    result = models.ForeignKey(EvaluationResult, on_delete=models.CASCADE, related_name="failures")
+    failure_mode = models.ForeignKey(FailureMode, on_delete=models.PROTECT, related_name="+")
+    count = models.PositiveIntegerField()
+
+    objects = EvaluationFailureQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["result", "failure_mode"], name="evaluation_failure_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.failure_mode}: {self.count}"
+
+
+class GapReportQuerySet(TenantQuerySet):
+    operator_path = "organization"
+    customer_path = "campaign__customer"
+
+    def finished(self) -> GapReportQuerySet:
+        return self.filter(status=GapReport.Status.DONE)
+
+
+class GapReport(models.Model):
+    """A scored snapshot of coverage vs target for a campaign."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="gap_reports")
+    job = models.OneToOneField(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="gap_report"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    dimension_slugs = models.JSONField(default=list, blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    sources = models.JSONField(
+        default=list, blank=True, help_text="Per deployment: target source and observations."
+    )
+    n_cells = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = GapReportQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["campaign", "status", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"Gap report {self.campaign} {self.created_at:%Y-%m-%d %H:%M}"
+
+
+class GapCellQuerySet(TenantQuerySet):
+    operator_path = "report__organization"
+    customer_path = "report__campaign__customer"
+
+
+class GapCell(models.Model):
+    class Coverage(models.IntegerChoices):
+        UNCOVERED = 0, "Uncovered"
+        THIN = 1, "Thin"
+        COVERED = 2, "Covered"
+
+    report = models.ForeignKey(GapReport, on_delete=models.CASCADE, related_name="cells")
+    condition_set = models.ForeignKey(ConditionSet, on_delete=models.PROTECT, related_name="+")
+    label = models.CharField(max_length=500)
+    rank = models.PositiveIntegerField()
+    target_share = models.FloatField()
+    train_count = models.FloatField()
+    train_share = models.FloatField()
+    coverage = models.PositiveSmallIntegerField(choices=Coverage.choices)
+    trials = models.PositiveIntegerField(default=0)
+    successes = models.PositiveIntegerField(default=0)
+    failure_rate = models.FloatField()
+    failure_low = models.FloatField()
+    failure_high = models.FloatField()
+    interventions_per_day = models.FloatField()
+    priority = models.FloatField()
+    explanation = models.TextField(blank=True)
+    values = models.JSONField(default=dict, help_text="dimension slug → value slug")
+
+    objects = GapCellQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["report", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["report", "condition_set"], name="gap_cell_unique"),
+            models.UniqueConstraint(fields=["report", "rank"], name="gap_cell_rank_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label} (#{self.rank})"

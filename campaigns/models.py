@@ -1,0 +1,395 @@
+"""Campaigns, collection rounds, capture targets, field teams and collection tasks.
+
+*Analytics decides, campaigns executes*: targets carry their rationale as text, but nothing
+here knows how they were chosen. Each round captures into its own dataset.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import ClassVar
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+
+from accounts.models import Membership, Organization, Role, TenantQuerySet
+from labeling.models import Dataset
+from sites.models import ConditionSet, Deployment, Embodiment, FailureMode, Site, Task
+
+
+class CampaignQuerySet(TenantQuerySet):
+    operator_path = "organization"
+    customer_path = "customer"
+
+    def active(self) -> CampaignQuerySet:
+        return self.filter(status=Campaign.Status.ACTIVE)
+
+
+class Campaign(models.Model):
+    """A programme for a customer: target deployments, reliability goal, budget, dates."""
+
+    class Status(models.TextChoices):
+        ACTIVE = "active", "Active"
+        CLOSED = "closed", "Closed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    customer = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="customer_campaigns"
+    )
+    slug = models.SlugField(max_length=64)
+    name = models.CharField(max_length=200)
+    task = models.ForeignKey(Task, on_delete=models.PROTECT, related_name="campaigns")
+    embodiments = models.ManyToManyField(Embodiment, related_name="campaigns")
+    deployments = models.ManyToManyField(Deployment, related_name="campaigns")
+    reliability_goal = models.FloatField(
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)]
+    )
+    budget_episodes = models.PositiveIntegerField(null=True, blank=True)
+    budget_hours = models.FloatField(null=True, blank=True)
+    budget_money = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    start_date = models.DateField()
+    end_date = models.DateField()
+    transfer_weight = models.FloatField(
+        default=0.3,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="How much an episode from another embodiment counts as coverage (0–1).",
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = CampaignQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-start_date", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "slug"], name="campaign_slug_unique"),
+            models.CheckConstraint(
+                name="campaign_dates_ordered", condition=Q(end_date__gte=F("start_date"))
+            ),
+            models.CheckConstraint(
+                name="campaign_goal_range",
+                condition=Q(reliability_goal__gt=0) & Q(reliability_goal__lt=1),
+            ),
+            models.CheckConstraint(
+                name="campaign_transfer_weight_range",
+                condition=Q(transfer_weight__gte=0) & Q(transfer_weight__lte=1),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RoundQuerySet(TenantQuerySet):
+    operator_path = "campaign__organization"
+    customer_path = "campaign__customer"
+
+
+class CollectionRound(models.Model):
+    """One steering iteration. Its status changes only through ``round_transition``."""
+
+    class Status(models.TextChoices):
+        DRAFT = "draft", "Draft"
+        PLANNED = "planned", "Planned"
+        SCHEDULED = "scheduled", "Scheduled"
+        COLLECTING = "collecting", "Collecting"
+        LABELLING = "labelling", "Labelling"
+        EVALUATED = "evaluated", "Evaluated"
+        CLOSED = "closed", "Closed"
+
+    # The one table of allowed moves. Forward along the loop; back one step only while
+    # nothing has been collected yet (re-plan a planned round, un-publish a schedule).
+    TRANSITIONS: ClassVar[dict[str, frozenset[str]]] = {
+        "draft": frozenset({"planned"}),
+        "planned": frozenset({"scheduled", "draft"}),
+        "scheduled": frozenset({"collecting", "planned"}),
+        "collecting": frozenset({"labelling"}),
+        "labelling": frozenset({"evaluated"}),
+        "evaluated": frozenset({"closed"}),
+        "closed": frozenset(),
+    }
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="rounds")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.DRAFT)
+    dataset = models.OneToOneField(
+        Dataset,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="collection_round",
+        help_text="The dataset this round captures into.",
+    )
+    budget_episodes = models.PositiveIntegerField(null=True, blank=True)
+    budget_hours = models.FloatField(null=True, blank=True)
+    budget_money = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    start_date = models.DateField(null=True, blank=True)
+    days = models.PositiveIntegerField(default=14)
+    plan_summary = models.JSONField(
+        default=dict, blank=True, help_text="Expected effect and binding constraints of the plan."
+    )
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    status_changed_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RoundQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["campaign", "number"]
+        constraints = [
+            models.UniqueConstraint(fields=["campaign", "number"], name="round_number_unique"),
+            models.CheckConstraint(
+                name="round_status_valid",
+                condition=Q(
+                    status__in=[
+                        "draft",
+                        "planned",
+                        "scheduled",
+                        "collecting",
+                        "labelling",
+                        "evaluated",
+                        "closed",
+                    ]
+                ),
+            ),
+            models.CheckConstraint(name="round_number_positive", condition=Q(number__gte=1)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.campaign} — round {self.number}"
+
+    @classmethod
+    def can_move(cls, from_status: str, to_status: str) -> bool:
+        return to_status in cls.TRANSITIONS.get(from_status, frozenset())
+
+    @property
+    def is_editable(self) -> bool:
+        return self.status in (self.Status.DRAFT, self.Status.PLANNED)
+
+
+class TargetQuerySet(TenantQuerySet):
+    operator_path = "round__campaign__organization"
+    customer_path = "round__campaign__customer"
+
+
+class CaptureTarget(models.Model):
+    """Episodes wanted in one condition cell (optionally provoking one failure mode)."""
+
+    round = models.ForeignKey(CollectionRound, on_delete=models.CASCADE, related_name="targets")
+    condition_set = models.ForeignKey(ConditionSet, on_delete=models.PROTECT, related_name="+")
+    label = models.CharField(max_length=300, blank=True, help_text="Human label of the cell.")
+    failure_mode = models.ForeignKey(
+        FailureMode, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    episodes_wanted = models.PositiveIntegerField()
+    priority = models.FloatField(default=0)
+    expected_avoided_per_day = models.FloatField(default=0)
+    rationale = models.TextField(blank=True)
+    locked = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TargetQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["round", "-priority", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["round", "condition_set", "failure_mode"],
+                name="capture_target_unique",
+                nulls_distinct=False,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.label or self.condition_set}: {self.episodes_wanted} episodes"
+
+
+def new_calendar_token() -> str:
+    """Return an unguessable token for a team's calendar feed URL."""
+    return secrets.token_urlsafe(32)
+
+
+class TeamQuerySet(TenantQuerySet):
+    operator_path = "organization"
+
+
+class FieldTeam(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    slug = models.SlugField(max_length=64)
+    name = models.CharField(max_length=200)
+    members = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="field_teams"
+    )
+    embodiments = models.ManyToManyField(
+        Embodiment, blank=True, related_name="teams", help_text="Embodiments it can operate."
+    )
+    home_base = models.CharField(max_length=200)
+    home_latitude = models.FloatField(validators=[MinValueValidator(-90), MaxValueValidator(90)])
+    home_longitude = models.FloatField(validators=[MinValueValidator(-180), MaxValueValidator(180)])
+    home_timezone = models.CharField(max_length=64, default="UTC")
+    hours_per_day = models.FloatField(
+        default=8, validators=[MinValueValidator(0.5), MaxValueValidator(16)]
+    )
+    travel_speed_kmh = models.FloatField(default=70, validators=[MinValueValidator(1)])
+    cost_per_hour = models.DecimalField(max_digits=10, decimal_places=2, default=0)
+    calendar_token = models.CharField(
+        max_length=64, unique=True, default=new_calendar_token, editable=False
+    )
+
+    objects = TeamQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "slug"], name="team_slug_unique"),
+            models.CheckConstraint(
+                name="team_hours_range", condition=Q(hours_per_day__gt=0) & Q(hours_per_day__lte=16)
+            ),
+            models.CheckConstraint(name="team_speed_positive", condition=Q(travel_speed_kmh__gt=0)),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class TeamChildQuerySet(TenantQuerySet):
+    operator_path = "team__organization"
+
+
+class TeamUnavailability(models.Model):
+    team = models.ForeignKey(FieldTeam, on_delete=models.CASCADE, related_name="unavailability")
+    start_date = models.DateField()
+    end_date = models.DateField()
+    reason = models.CharField(max_length=200, blank=True)
+
+    objects = TeamChildQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["team", "start_date"]
+        constraints = [
+            models.CheckConstraint(
+                name="unavailability_dates_ordered", condition=Q(end_date__gte=F("start_date"))
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team}: {self.start_date}–{self.end_date}"
+
+
+class TaskQuerySet(TenantQuerySet):
+    operator_path = "round__campaign__organization"
+    customer_path = "round__campaign__customer"
+
+    def _visible_to_operator_member(self, membership: Membership) -> TaskQuerySet:
+        qs = self.filter(**{self.operator_path: membership.organization_id})
+        if membership.role == Role.FIELD:
+            # Field members see only their own team's work.
+            qs = qs.filter(team__members=membership.user_id)
+        return qs
+
+
+class CollectionTask(models.Model):
+    """A visit of one team to one site to capture episodes for some of a round's targets."""
+
+    class Status(models.TextChoices):
+        PLANNED = "planned", "Planned"
+        PUBLISHED = "published", "Published"
+        IN_PROGRESS = "in_progress", "In progress"
+        DONE = "done", "Done"
+        BLOCKED = "blocked", "Blocked"
+        CANCELLED = "cancelled", "Cancelled"
+
+    round = models.ForeignKey(CollectionRound, on_delete=models.CASCADE, related_name="tasks")
+    site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="collection_tasks")
+    embodiment = models.ForeignKey(Embodiment, on_delete=models.PROTECT, related_name="+")
+    team = models.ForeignKey(
+        FieldTeam, null=True, blank=True, on_delete=models.PROTECT, related_name="tasks"
+    )
+    targets = models.ManyToManyField(CaptureTarget, through="TaskTarget", related_name="tasks")
+    scheduled_date = models.DateField(null=True, blank=True, help_text="Local date at the site.")
+    start_at = models.DateTimeField(null=True, blank=True)
+    end_at = models.DateTimeField(null=True, blank=True)
+    travel_hours = models.FloatField(default=0)
+    travel_km = models.FloatField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PLANNED)
+    locked = models.BooleanField(default=False)
+    blocked_reason = models.CharField(max_length=300, blank=True)
+    version = models.PositiveIntegerField(
+        default=1, help_text="Bumped on every manager change; tablets detect conflicts with it."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["scheduled_date", "start_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                name="task_times_ordered",
+                condition=Q(start_at__isnull=True)
+                | Q(end_at__isnull=True)
+                | Q(end_at__gt=F("start_at")),
+            ),
+            models.CheckConstraint(
+                name="task_travel_nonnegative", condition=Q(travel_hours__gte=0)
+            ),
+        ]
+        indexes = [models.Index(fields=["team", "scheduled_date"])]
+
+    def __str__(self) -> str:
+        when = self.scheduled_date.isoformat() if self.scheduled_date else "unscheduled"
+        return f"{self.site} {when}"
+
+
+class TaskChildQuerySet(TenantQuerySet):
+    operator_path = "task__round__campaign__organization"
+    customer_path = "task__round__campaign__customer"
+
+
+class TaskTarget(models.Model):
+    task = models.ForeignKey(CollectionTask, on_delete=models.CASCADE, related_name="task_targets")
+    target = models.ForeignKey(CaptureTarget, on_delete=models.CASCADE, related_name="task_targets")
+    episodes_planned = models.PositiveIntegerField()
+
+    objects = TaskChildQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["task", "target"], name="task_target_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.target} × {self.episodes_planned}"
+
+
+class ProtocolStep(models.Model):
+    class Kind(models.TextChoices):
+        SETUP = "setup", "Set up conditions"
+        VERIFY_POSE = "verify_pose", "Verify camera pose"
+        CALIBRATION = "calibration", "Calibration episode"
+        CAPTURE = "capture", "Capture episodes"
+        WRAP_UP = "wrap_up", "Wrap up"
+
+    task = models.ForeignKey(CollectionTask, on_delete=models.CASCADE, related_name="steps")
+    order = models.PositiveIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    title = models.CharField(max_length=200)
+    instructions = models.TextField(blank=True)
+    episodes = models.PositiveIntegerField(null=True, blank=True)
+    target = models.ForeignKey(
+        CaptureTarget, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    objects = TaskChildQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["task", "order"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "order"], name="protocol_step_order_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.order}. {self.title}"

@@ -1,0 +1,11 @@
+"""The Celery application. Tasks are thin wrappers around idempotent services."""
+
+import os
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+
+app = Celery("fieldcraft")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()

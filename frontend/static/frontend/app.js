@@ -1,0 +1,32 @@
+// Fieldcraft page helpers. No inline scripts anywhere (CSP): pages carry data in
+// <script type="application/json"> blocks and this file acts on them.
+(function () {
+  "use strict";
+
+  function csrfToken() {
+    const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  // htmx requests carry the CSRF token.
+  document.addEventListener("htmx:configRequest", function (event) {
+    event.detail.headers["X-CSRFToken"] = csrfToken();
+  });
+
+  // Render plotly figures whose JSON sits in a data block next to their container.
+  function renderPlots(root) {
+    if (!window.Plotly) return;
+    root.querySelectorAll("[data-plot]").forEach(function (el) {
+      if (el.dataset.rendered) return;
+      const data = document.getElementById(el.dataset.plot);
+      if (!data) return;
+      const fig = JSON.parse(data.textContent);
+      window.Plotly.newPlot(el, fig.data, fig.layout || {}, { responsive: true, displaylogo: false });
+      el.dataset.rendered = "1";
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { renderPlots(document); });
+  document.addEventListener("htmx:afterSettle", function (event) { renderPlots(event.target); });
+  window.Fieldcraft = { csrfToken: csrfToken, renderPlots: renderPlots };
+})();

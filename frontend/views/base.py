@@ -1,0 +1,56 @@
+"""Shared view plumbing: login, role checks and the per-role home."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.mixins import LoginRequiredMixin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponseBase, HttpResponseRedirect
+from django.shortcuts import redirect
+from django.urls import reverse
+
+from accounts.models import Membership, Role, membership_of
+
+HOME_BY_ROLE = {
+    Role.MANAGER: "planner:home",
+    Role.FIELD: "field:today",
+    Role.ANNOTATOR: "label:queue",
+    Role.VIEWER: "dashboard:home",
+}
+
+
+class MemberView(LoginRequiredMixin):
+    """A page for signed-in members; ``roles`` narrows who may open it (others get 403)."""
+
+    roles: frozenset[str] | None = None
+    request: HttpRequest
+    membership: Membership
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        if not request.user.is_authenticated:
+            return self.handle_no_permission()
+        membership = membership_of(request.user)
+        if membership is None:
+            raise PermissionDenied("Your account has no organization membership.")
+        if self.roles is not None and membership.role not in self.roles:
+            raise PermissionDenied("Your role cannot open this page.")
+        self.membership = membership
+        response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        return response
+
+
+MANAGERS = frozenset({Role.MANAGER})
+OPERATOR_STAFF = frozenset({Role.MANAGER, Role.FIELD, Role.ANNOTATOR})
+
+
+def home(request: HttpRequest) -> HttpResponseRedirect:
+    """Send each role to its own home."""
+    if not request.user.is_authenticated:
+        return redirect(f"{reverse('login')}")
+    membership = membership_of(request.user)
+    if membership is None:
+        if request.user.is_superuser:
+            return redirect("admin:index")
+        raise PermissionDenied("Your account has no organization membership.")
+    return redirect(HOME_BY_ROLE[Role(membership.role)])

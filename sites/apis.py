@@ -1,0 +1,365 @@
+"""REST API for the world model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from rest_framework import serializers
+
+from accounts.apis import CustomerField, ScopedModelViewSet, ScopedRelatedField
+from accounts.models import Role
+from accounts.pagination import LargeListPagination
+from sites.models import (
+    AccessWindow,
+    ActionDimension,
+    Camera,
+    ConditionDimension,
+    ConditionShare,
+    ConditionValue,
+    Deployment,
+    Embodiment,
+    FailureMode,
+    FailureRecord,
+    Site,
+    Task,
+)
+
+
+class ActionDimensionSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ActionDimension
+        fields = ["id", "order", "name", "unit", "min_value", "max_value"]
+
+
+class CameraSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Camera
+        fields = ["id", "name", "mount", "width", "height", "fps"]
+
+
+class EmbodimentSerializer(serializers.ModelSerializer):
+    action_dimensions = ActionDimensionSerializer(many=True, required=False)
+    cameras = CameraSerializer(many=True, required=False)
+
+    class Meta:
+        model = Embodiment
+        fields = [
+            "id",
+            "slug",
+            "name",
+            "morphology",
+            "end_effector",
+            "control_rate_hz",
+            "calibration_threshold",
+            "robot_type",
+            "description",
+            "action_dimensions",
+            "cameras",
+        ]
+
+    @transaction.atomic
+    def create(self, validated_data: dict[str, Any]) -> Embodiment:
+        dims = validated_data.pop("action_dimensions", [])
+        cams = validated_data.pop("cameras", [])
+        embodiment = Embodiment.objects.create(**validated_data)
+        ActionDimension.objects.bulk_create(
+            [ActionDimension(embodiment=embodiment, **d) for d in dims]
+        )
+        Camera.objects.bulk_create([Camera(embodiment=embodiment, **c) for c in cams])
+        return embodiment
+
+    @transaction.atomic
+    def update(self, instance: Embodiment, validated_data: dict[str, Any]) -> Embodiment:
+        dims = validated_data.pop("action_dimensions", None)
+        cams = validated_data.pop("cameras", None)
+        instance = super().update(instance, validated_data)
+        if dims is not None:
+            instance.action_dimensions.all().delete()
+            ActionDimension.objects.bulk_create(
+                [ActionDimension(embodiment=instance, **d) for d in dims]
+            )
+        if cams is not None:
+            instance.cameras.all().delete()
+            Camera.objects.bulk_create([Camera(embodiment=instance, **c) for c in cams])
+        return instance
+
+
+class EmbodimentViewSet(ScopedModelViewSet):
+    base_queryset = Embodiment.objects.prefetch_related("action_dimensions", "cameras")
+    serializer_class = EmbodimentSerializer
+    filterset_fields = ["slug", "morphology", "end_effector"]
+    search_fields = ["name", "slug", "robot_type"]
+    ordering_fields = ["name", "slug"]
+
+
+class AccessWindowSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = AccessWindow
+        fields = ["id", "weekday", "start_time", "end_time"]
+
+
+class SiteSerializer(serializers.ModelSerializer):
+    customer = CustomerField(required=False, allow_null=True)
+    access_windows = AccessWindowSerializer(many=True, required=False)
+    presents = ScopedRelatedField(many=True, queryset=ConditionValue.objects.all(), required=False)
+
+    class Meta:
+        model = Site
+        fields = [
+            "id",
+            "slug",
+            "name",
+            "kind",
+            "customer",
+            "address",
+            "country",
+            "region",
+            "latitude",
+            "longitude",
+            "timezone",
+            "capacity_episodes_per_day",
+            "episode_minutes",
+            "setup_hours",
+            "cost_per_hour",
+            "access_windows",
+            "presents",
+        ]
+
+    def validate_timezone(self, value: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise serializers.ValidationError(f"Unknown IANA time zone {value!r}.") from exc
+        return value
+
+    @transaction.atomic
+    def create(self, validated_data: dict[str, Any]) -> Site:
+        windows = validated_data.pop("access_windows", [])
+        presents = validated_data.pop("presents", [])
+        site = Site.objects.create(**validated_data)
+        AccessWindow.objects.bulk_create([AccessWindow(site=site, **w) for w in windows])
+        site.presents.set(presents)
+        return site
+
+    @transaction.atomic
+    def update(self, instance: Site, validated_data: dict[str, Any]) -> Site:
+        windows = validated_data.pop("access_windows", None)
+        instance = super().update(instance, validated_data)
+        if windows is not None:
+            instance.access_windows.all().delete()
+            AccessWindow.objects.bulk_create([AccessWindow(site=instance, **w) for w in windows])
+        return instance
+
+
+class SiteViewSet(ScopedModelViewSet):
+    base_queryset = Site.objects.select_related("customer").prefetch_related(
+        "access_windows", "presents"
+    )
+    serializer_class = SiteSerializer
+    filterset_fields = ["kind", "country", "customer__slug", "slug"]
+    search_fields = ["name", "slug", "address", "region"]
+    ordering_fields = ["name", "country"]
+
+
+class TaskSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Task
+        fields = ["id", "slug", "name", "description"]
+
+
+class TaskViewSet(ScopedModelViewSet):
+    base_queryset = Task.objects.all()
+    serializer_class = TaskSerializer
+    filterset_fields = ["slug"]
+    search_fields = ["name"]
+
+
+class ConditionShareSerializer(serializers.ModelSerializer):
+    value = ScopedRelatedField(queryset=ConditionValue.objects.all())
+
+    class Meta:
+        model = ConditionShare
+        fields = ["value", "share"]
+
+
+class DeploymentSerializer(serializers.ModelSerializer):
+    customer = CustomerField()
+    site = ScopedRelatedField(queryset=Site.objects.all())
+    embodiment = ScopedRelatedField(queryset=Embodiment.objects.all())
+    task = ScopedRelatedField(queryset=Task.objects.all())
+    condition_profile = ConditionShareSerializer(many=True, required=False)
+
+    class Meta:
+        model = Deployment
+        fields = [
+            "id",
+            "slug",
+            "name",
+            "customer",
+            "site",
+            "embodiment",
+            "task",
+            "cycles_per_day",
+            "reliability_target",
+            "started_on",
+            "active",
+            "condition_profile",
+        ]
+
+    def validate_reliability_target(self, value: float) -> float:
+        if not 0 < value < 1:
+            raise serializers.ValidationError("Must be strictly between 0 and 1, e.g. 0.999.")
+        return value
+
+    def _save_profile(self, deployment: Deployment, profile: list[dict[str, Any]] | None) -> None:
+        if profile is None:
+            return
+        from sites.services import ConditionError, deployment_profile_set
+
+        try:
+            deployment_profile_set(
+                deployment=deployment, shares={p["value"].pk: p["share"] for p in profile}
+            )
+        except ConditionError as exc:
+            raise serializers.ValidationError({"condition_profile": str(exc)}) from exc
+
+    @transaction.atomic
+    def create(self, validated_data: dict[str, Any]) -> Deployment:
+        profile = validated_data.pop("condition_profile", None)
+        deployment = Deployment.objects.create(**validated_data)
+        self._save_profile(deployment, profile)
+        return deployment
+
+    @transaction.atomic
+    def update(self, instance: Deployment, validated_data: dict[str, Any]) -> Deployment:
+        profile = validated_data.pop("condition_profile", None)
+        instance = super().update(instance, validated_data)
+        self._save_profile(instance, profile)
+        return instance
+
+
+class DeploymentViewSet(ScopedModelViewSet):
+    base_queryset = Deployment.objects.select_related("customer").prefetch_related(
+        "condition_profile"
+    )
+    serializer_class = DeploymentSerializer
+    filterset_fields = ["customer__slug", "site", "embodiment", "active", "slug"]
+    search_fields = ["name", "slug"]
+    ordering_fields = ["name", "cycles_per_day"]
+
+
+class ConditionValueSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ConditionValue
+        fields = ["id", "slug", "label", "order", "low", "high", "stageable", "setup_instruction"]
+
+
+class ConditionDimensionSerializer(serializers.ModelSerializer):
+    values = ConditionValueSerializer(many=True, required=False)
+
+    class Meta:
+        model = ConditionDimension
+        fields = [
+            "id",
+            "slug",
+            "name",
+            "kind",
+            "unit",
+            "stageable",
+            "order",
+            "description",
+            "values",
+        ]
+
+    @transaction.atomic
+    def create(self, validated_data: dict[str, Any]) -> ConditionDimension:
+        values = validated_data.pop("values", [])
+        dimension = ConditionDimension.objects.create(**validated_data)
+        ConditionValue.objects.bulk_create(
+            [ConditionValue(dimension=dimension, **v) for v in values]
+        )
+        return dimension
+
+    @transaction.atomic
+    def update(
+        self, instance: ConditionDimension, validated_data: dict[str, Any]
+    ) -> ConditionDimension:
+        values = validated_data.pop("values", None)
+        instance = super().update(instance, validated_data)
+        if values is not None:
+            # Values are referenced by interned condition sets: add and update, never delete here.
+            for v in values:
+                ConditionValue.objects.update_or_create(
+                    dimension=instance, slug=v["slug"], defaults=v
+                )
+        return instance
+
+
+class ConditionDimensionViewSet(ScopedModelViewSet):
+    base_queryset = ConditionDimension.objects.prefetch_related("values")
+    serializer_class = ConditionDimensionSerializer
+    filterset_fields = ["slug", "kind", "stageable"]
+    search_fields = ["name", "slug"]
+
+
+class FailureModeSerializer(serializers.ModelSerializer):
+    parent = ScopedRelatedField(  # type: ignore[assignment]
+        queryset=FailureMode.objects.all(), required=False, allow_null=True
+    )
+    level = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = FailureMode
+        fields = [
+            "id",
+            "code",
+            "name",
+            "parent",
+            "level",
+            "severity",
+            "detectability",
+            "description",
+        ]
+
+
+class FailureModeViewSet(ScopedModelViewSet):
+    base_queryset = FailureMode.objects.all()
+    serializer_class = FailureModeSerializer
+    filterset_fields = ["code", "parent", "severity"]
+    search_fields = ["code", "name"]
+    ordering_fields = ["code", "severity"]
+
+
+class FailureRecordSerializer(serializers.ModelSerializer):
+    deployment = ScopedRelatedField(queryset=Deployment.objects.all())
+    failure_mode = ScopedRelatedField(queryset=FailureMode.objects.all())
+
+    class Meta:
+        model = FailureRecord
+        fields = [
+            "id",
+            "deployment",
+            "failure_mode",
+            "condition_set",
+            "occurred_at",
+            "intervention",
+            "external_id",
+            "notes",
+        ]
+        read_only_fields = ["condition_set"]
+
+
+class FailureRecordViewSet(ScopedModelViewSet):
+    base_queryset = FailureRecord.objects.all()
+    serializer_class = FailureRecordSerializer
+    filterset_fields = {
+        "deployment": ["exact"],
+        "failure_mode": ["exact"],
+        "intervention": ["exact"],
+        "occurred_at": ["gte", "lt"],
+    }
+    pagination_class = LargeListPagination
+    write_roles = frozenset({Role.MANAGER, Role.FIELD})
