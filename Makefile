@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: run test lint format bench install browser clean
+.PHONY: run test lint format bench install browser backup restore clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,15 @@ bench: install
 	@for script in bench/*.py; do echo "== $$script"; \
 	  if [ -n "$$DATABASE_URL" ]; then $(BIN)/python $$script; \
 	  else $(BIN)/python -m config.embedded_db run -- $(BIN)/python $$script; fi; done
+
+# Backups of the embedded or external database (pg_dump custom format).
+BACKUP ?= backups/fieldcraft-$(shell date +%Y%m%d-%H%M%S).dump
+backup: install
+	$(BIN)/python -m config.backup dump $(BACKUP)
+
+restore: install
+	@test -n "$(FILE)" || (echo "usage: make restore FILE=backups/fieldcraft-....dump" && exit 2)
+	$(BIN)/python -m config.backup restore $(FILE)
 
 clean:
 	rm -rf .data/broker .data/staticfiles

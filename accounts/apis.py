@@ -21,7 +21,11 @@ class ScopedRelatedField(serializers.PrimaryKeyRelatedField):
         qs: Any = super().get_queryset()
         request = self.context.get("request")
         if request is None or qs is None:
-            return cast(models.QuerySet[Any], qs.none()) if qs is not None else models.QuerySet().none()
+            return (
+                cast(models.QuerySet[Any], qs.none())
+                if qs is not None
+                else models.QuerySet().none()
+            )
         return cast(models.QuerySet[Any], qs.visible_to(request.user))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import traceback
 from collections.abc import Iterator
@@ -56,6 +57,8 @@ def job_enqueue(*, job: Job) -> None:
 
     def send() -> None:
         if settings.CELERY_TASK_ALWAYS_EAGER:
+            # Task modules are discovered lazily; import the one that defines this task.
+            importlib.import_module(job.task_name.rsplit(".", 1)[0])
             app.tasks[job.task_name].apply(kwargs=kwargs)
         else:
             app.send_task(job.task_name, kwargs=kwargs)

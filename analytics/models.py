@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import F, Q
 
@@ -186,7 +188,9 @@ class GapCell(models.Model):
         COVERED = 2, "Covered"
 
     report = models.ForeignKey(GapReport, on_delete=models.CASCADE, related_name="cells")
-    condition_set = models.ForeignKey(ConditionSet, on_delete=models.PROTECT, related_name="+")
+    # The cell's condition values (sorted ids). Not an interned ConditionSet: a report holds
+    # thousands of cells and only the few a plan targets need interning (done then).
+    value_ids = ArrayField(models.IntegerField())
     label = models.CharField(max_length=500)
     rank = models.PositiveIntegerField()
     target_share = models.FloatField()
@@ -208,9 +212,109 @@ class GapCell(models.Model):
     class Meta:
         ordering = ["report", "rank"]
         constraints = [
-            models.UniqueConstraint(fields=["report", "condition_set"], name="gap_cell_unique"),
             models.UniqueConstraint(fields=["report", "rank"], name="gap_cell_rank_unique"),
         ]
 
     def __str__(self) -> str:
         return f"{self.label} (#{self.rank})"
+
+
+class ShareQuerySet(TenantQuerySet):
+    operator_path = "organization"
+    customer_path = "customer"
+
+    def live(self) -> ShareQuerySet:
+        from django.utils import timezone
+
+        return self.filter(revoked_at__isnull=True, expires_at__gt=timezone.now())
+
+
+class DashboardShare(models.Model):
+    """A read-only link to a customer's dashboard, with an expiry, revocable by a manager."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    customer = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="dashboard_shares"
+    )
+    token = models.CharField(max_length=64, unique=True)
+    label = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField()
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ShareQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Share of {self.customer} until {self.expires_at:%Y-%m-%d}"
+
+    @property
+    def is_live(self) -> bool:
+        from django.utils import timezone
+
+        return self.revoked_at is None and self.expires_at > timezone.now()
+
+
+class CurveFitQuerySet(TenantQuerySet):
+    operator_path = "campaign__organization"
+    customer_path = "campaign__customer"
+
+
+class CurveFitRecord(models.Model):
+    """A refit of a campaign's learning curves (pooled + per-cell deviations) after evaluations."""
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="curve_fits")
+    dimension_slugs = models.JSONField(default=list)
+    f_inf = models.FloatField()
+    a = models.FloatField()
+    b = models.FloatField()
+    tau = models.FloatField(
+        default=0.0, help_text="Spread of per-cell amplitude multipliers (log scale)."
+    )
+    source = models.CharField(max_length=32, help_text="fitted or prior")
+    cells = models.JSONField(
+        default=dict, help_text="cell key (sorted value ids) → posterior-mean amplitude"
+    )
+    evidence = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = CurveFitQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Curves of {self.campaign} ({self.created_at:%Y-%m-%d %H:%M})"
+
+
+class RoundImpactQuerySet(TenantQuerySet):
+    operator_path = "round__campaign__organization"
+    customer_path = "round__campaign__customer"
+
+
+class RoundImpactReport(models.Model):
+    """How a round moved the policy, precomputed for pages and dashboards."""
+
+    round = models.ForeignKey(
+        CollectionRound, on_delete=models.CASCADE, related_name="impact_reports"
+    )
+    before_policy = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
+    after_policy = models.ForeignKey(PolicyVersion, on_delete=models.PROTECT, related_name="+")
+    dimension_slugs = models.JSONField(default=list)
+    summary = models.JSONField(default=dict)
+    cells = models.JSONField(default=list)
+    sites = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RoundImpactQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"Impact of {self.round}"

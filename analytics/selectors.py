@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import connection
 from django.db.models import Sum
@@ -113,3 +114,244 @@ def deployments_reliability(*, deployments: list[Deployment]) -> dict[int, Relia
             trials,
         )
     return result
+
+
+# ------------------------------------------------------------------ gap reports
+
+GAP_SORTS = {
+    "priority": "-priority",
+    "interventions": "-interventions_per_day",
+    "target": "-target_share",
+    "training": "train_count",
+    "failure": "-failure_rate",
+    "rank": "rank",
+}
+
+
+def gap_cells(
+    *,
+    report: Any,
+    coverage: str | None = None,
+    search: str | None = None,
+    value: str | None = None,
+    sort: str = "rank",
+) -> Any:
+    """A report's cells, filtered and sorted for the cell table (paginate the result)."""
+    from analytics.models import GapCell
+
+    qs = GapCell.objects.filter(report=report)
+    if coverage in {"0", "1", "2"}:
+        qs = qs.filter(coverage=int(coverage))
+    if search:
+        qs = qs.filter(label__icontains=search)
+    if value and "=" in value:
+        dim, val = value.split("=", 1)
+        qs = qs.filter(**{f"values__{dim}": val})
+    return qs.order_by(GAP_SORTS.get(sort, "rank"), "rank")
+
+
+def gap_heatmap(*, report: Any, x: str, y: str, metric: str) -> dict[str, Any]:
+    """Aggregate a report's cells over two dimensions with one GROUP BY."""
+    from analytics import charts
+    from sites.models import ConditionDimension, ConditionValue
+
+    metric = metric if metric in charts.METRICS else "target_share"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT "values"->>%s, "values"->>%s, SUM(target_share), SUM(train_share),
+                   SUM(priority), SUM(interventions_per_day), SUM({"train_count"})
+            FROM analytics_gapcell WHERE report_id = %s GROUP BY 1, 2
+            """,
+            [x, y, report.pk],
+        )
+        rows = cursor.fetchall()
+    dims = {
+        d.slug: d
+        for d in ConditionDimension.objects.filter(
+            organization_id=report.organization_id, slug__in=[x, y]
+        )
+    }
+    if x not in dims or y not in dims:
+        return {"data": [], "layout": {"title": {"text": "Pick two dimensions of this report"}}}
+    values = {
+        d: list(
+            ConditionValue.objects.filter(dimension=dims[d])
+            .order_by("order")
+            .values_list("slug", "label")
+        )
+        for d in (x, y)
+    }
+    xi = {slug: i for i, (slug, _) in enumerate(values[x])}
+    yi = {slug: i for i, (slug, _) in enumerate(values[y])}
+    index = {"target_share": 2, "train_share": 3, "priority": 4, "interventions_per_day": 5}[metric]
+    z: list[list[float | None]] = [[None] * len(xi) for _ in yi]
+    hover = [[""] * len(xi) for _ in yi]
+    for row in rows:
+        if row[0] in xi and row[1] in yi:
+            r, c = yi[row[1]], xi[row[0]]
+            z[r][c] = float(row[index])
+            hover[r][c] = (
+                f"target {float(row[2]):.1%} · training {float(row[3]):.1%} ({float(row[6]):,.0f} episodes)"
+                f"<br>{float(row[5]):.1f} interventions/day · priority {float(row[4]):.4f}"
+            )
+    return charts.heatmap(
+        x_labels=[label for _, label in values[x]],
+        y_labels=[label for _, label in values[y]],
+        z=z,
+        metric=metric,
+        hover=hover,  # type: ignore[arg-type]
+    )
+
+
+def gap_compare(*, earlier: Any, later: Any, limit: int = 15) -> dict[str, Any]:
+    """What moved between two reports of a campaign: summary deltas and the cells that moved most."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT COALESCE(b.label, a.label), a.interventions_per_day, b.interventions_per_day,
+                   a.train_count, b.train_count, a.failure_rate, b.failure_rate
+            FROM (SELECT * FROM analytics_gapcell WHERE report_id = %s) a
+            FULL OUTER JOIN (SELECT * FROM analytics_gapcell WHERE report_id = %s) b
+              ON a.value_ids = b.value_ids
+            ORDER BY ABS(COALESCE(b.interventions_per_day, 0) - COALESCE(a.interventions_per_day, 0)) DESC
+            LIMIT %s
+            """,
+            [earlier.pk, later.pk, limit],
+        )
+        rows = cursor.fetchall()
+    keys = [
+        "interventions_per_day",
+        "reliability_now",
+        "uncovered_mass",
+        "js_divergence",
+        "training_episodes",
+    ]
+    deltas = {k: (earlier.summary.get(k), later.summary.get(k)) for k in keys}
+    moved = [
+        {
+            "label": r[0],
+            "before_ipd": r[1] or 0.0,
+            "after_ipd": r[2] or 0.0,
+            "before_n": r[3] or 0.0,
+            "after_n": r[4] or 0.0,
+            "before_f": r[5],
+            "after_f": r[6],
+        }
+        for r in rows
+    ]
+    from analytics import charts
+
+    figure = charts.comparison_bars(
+        labels=[m["label"][:60] for m in moved][::-1],
+        before=[m["before_ipd"] for m in moved][::-1],
+        after=[m["after_ipd"] for m in moved][::-1],
+        title="Expected interventions per day: cells that moved most",
+    )
+    return {"deltas": deltas, "moved": moved, "figure": figure}
+
+
+# ------------------------------------------------------------------ customer dashboard
+
+
+def customer_dashboard(
+    *, customer: Any, deployments: list[Any], campaigns: list[Any]
+) -> dict[str, Any]:
+    """Everything a customer dashboard shows, from precomputed reports; a fixed number of queries."""
+    from analytics import charts
+    from analytics.models import GapReport
+    from campaigns.models import CollectionRound
+    from sites.models import Site
+
+    reliability = deployments_reliability(deployments=deployments)
+    site_ids = {d.site_id for d in deployments}
+    sites = list(Site.objects.filter(pk__in=site_ids).order_by("name"))
+    dep_by_site: dict[int, list[Any]] = {}
+    for d in deployments:
+        dep_by_site.setdefault(d.site_id, []).append(d)
+    site_points = [
+        {
+            "name": s.name,
+            "lat": s.latitude,
+            "lon": s.longitude,
+            "kind": s.kind,
+            "status": "; ".join(
+                f"{d.name}: {reliability[d.pk].success_rate:.2%} vs {d.reliability_target:.2%}"
+                if reliability[d.pk].success_rate is not None
+                else f"{d.name}: no data"
+                for d in dep_by_site.get(s.pk, [])
+            ),
+        }
+        for s in sites
+    ]
+    campaign_ids = [c.pk for c in campaigns]
+    reports = list(
+        GapReport.objects.filter(campaign_id__in=campaign_ids, status=GapReport.Status.DONE)
+        .order_by("campaign_id", "finished_at")
+        .only("pk", "campaign_id", "finished_at", "summary", "dimension_slugs")
+    )
+    latest: dict[int, Any] = {}
+    for r in reports:
+        latest[r.campaign_id] = r
+    trends: dict[int, list[dict[str, Any]]] = {}
+    for r in reports:
+        # Only reports over the same dimensions as the latest are comparable over time.
+        if r.dimension_slugs == latest[r.campaign_id].dimension_slugs:
+            trends.setdefault(r.campaign_id, []).append(
+                {
+                    "when": r.finished_at.isoformat() if r.finished_at else "",
+                    "interventions": r.summary.get("interventions_per_day"),
+                    "uncovered": r.summary.get("uncovered_mass"),
+                }
+            )
+    rounds = list(
+        CollectionRound.objects.filter(campaign_id__in=campaign_ids).order_by(
+            "campaign_id", "number"
+        )
+    )
+    sections = []
+    for c in campaigns:
+        report = latest.get(c.pk)
+        heat = None
+        if report is not None and len(report.dimension_slugs or []) >= 2:
+            heat = gap_heatmap(
+                report=report,
+                x=report.dimension_slugs[0],
+                y=report.dimension_slugs[1],
+                metric="target_share",
+            )
+            training = gap_heatmap(
+                report=report,
+                x=report.dimension_slugs[0],
+                y=report.dimension_slugs[1],
+                metric="train_share",
+            )
+        else:
+            training = None
+        c_rounds = [r for r in rounds if r.campaign_id == c.pk]
+        next_round = next(
+            (r for r in reversed(c_rounds) if r.status in ("planned", "scheduled", "collecting")),
+            None,
+        )
+        sections.append(
+            {
+                "campaign": c,
+                "report": report,
+                "top_gaps": (report.summary.get("top_gaps", [])[:5] if report else []),
+                "heatmap": heat,
+                "training_heatmap": training,
+                "trend": charts.gap_trend(series=trends[c.pk])
+                if len(trends.get(c.pk, [])) > 1
+                else None,
+                "ids": {"heat": f"heat-{c.pk}", "train": f"train-{c.pk}", "trend": f"trend-{c.pk}"},
+                "rounds": c_rounds,
+                "next_round": next_round,
+            }
+        )
+    return {
+        "reliability": reliability,
+        "map": charts.site_map(sites=site_points),
+        "sections": sections,
+        "total_ipd": sum(r.interventions_per_day or 0 for r in reliability.values()),
+        "target_ipd": sum(r.target_interventions_per_day for r in reliability.values()),
+    }

@@ -2,15 +2,26 @@
 
 from __future__ import annotations
 
-from django.db.models import Count
+from typing import cast
+
+from django.db.models import Count, Sum
 from drf_spectacular.utils import extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
+from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.apis import CustomerField, ScopedModelViewSet, ScopedRelatedField, ScopedViewSetMixin
-from campaigns.models import Campaign, CollectionRound, FieldTeam
+from campaigns.models import (
+    Campaign,
+    CaptureTarget,
+    CollectionRound,
+    CollectionTask,
+    FieldTeam,
+    ProtocolStep,
+    TaskTarget,
+)
 from campaigns.services import RoundTransitionRefused, round_create, round_transition
 from sites.models import Deployment, Embodiment, Task
 
@@ -149,6 +160,18 @@ class RoundViewSet(
             return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
         return Response(self.get_serializer(self.get_queryset().get(pk=round.pk)).data)
 
+    @extend_schema(request=None, responses=RoundSerializer)
+    @action(detail=True, methods=["post"])
+    def publish(self, request: Request, pk: str | None = None) -> Response:
+        from campaigns.services.plan_edit import PlanEditRefused, round_publish
+
+        round = self.get_object()
+        try:
+            round_publish(round=round, actor=request.user)
+        except PlanEditRefused as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+        return Response(self.get_serializer(self.get_queryset().get(pk=round.pk)).data)
+
 
 class FieldTeamSerializer(serializers.ModelSerializer):
     embodiments = ScopedRelatedField(many=True, queryset=Embodiment.objects.all(), required=False)
@@ -175,3 +198,205 @@ class FieldTeamViewSet(ScopedModelViewSet):
     serializer_class = FieldTeamSerializer
     filterset_fields = ["slug"]
     search_fields = ["name", "home_base"]
+
+
+class PlanRequestSerializer(serializers.Serializer):
+    budget_episodes = serializers.IntegerField(required=False, min_value=0)
+    budget_hours = serializers.FloatField(required=False, min_value=0)
+    budget_money = serializers.FloatField(required=False, min_value=0)
+    start = serializers.DateField(required=False)
+    days = serializers.IntegerField(required=False, min_value=1, max_value=120)
+    min_batch = serializers.IntegerField(required=False, min_value=1)
+
+
+class TargetSerializer(serializers.ModelSerializer):
+    value_ids = serializers.ListField(
+        source="condition_set.value_ids", child=serializers.IntegerField(), read_only=True
+    )
+    episodes_planned = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = CaptureTarget
+        fields = [
+            "id",
+            "round",
+            "label",
+            "value_ids",
+            "failure_mode",
+            "episodes_wanted",
+            "episodes_planned",
+            "priority",
+            "expected_avoided_per_day",
+            "rationale",
+            "locked",
+        ]
+        read_only_fields = [
+            "round",
+            "label",
+            "value_ids",
+            "failure_mode",
+            "priority",
+            "expected_avoided_per_day",
+            "rationale",
+        ]
+
+
+class TargetViewSet(
+    ScopedViewSetMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Capture targets of rounds. PATCH episodes_wanted (locks it) or locked; DELETE removes it from re-solves."""
+
+    base_queryset = (
+        CaptureTarget.objects.select_related("condition_set", "round")
+        .annotate(episodes_planned=Sum("task_targets__episodes_planned"))
+        .order_by("round_id", "-priority", "id")
+    )
+    serializer_class = TargetSerializer
+    filterset_fields = ["round", "locked"]
+
+    def perform_update(self, serializer: serializers.BaseSerializer) -> None:
+        from campaigns.services.plan_edit import PlanEditRefused, target_update
+
+        data = serializer.validated_data
+        try:
+            serializer.instance = target_update(
+                target=cast(CaptureTarget, serializer.instance),
+                episodes=data.get("episodes_wanted"),
+                locked=data.get("locked"),
+                actor=self.request.user,
+            )
+        except PlanEditRefused as exc:
+            raise ConflictError(str(exc)) from exc
+
+    def perform_destroy(self, instance: CaptureTarget) -> None:
+        from campaigns.services.plan_edit import PlanEditRefused, target_remove
+
+        try:
+            target_remove(target=instance, actor=self.request.user)
+        except PlanEditRefused as exc:
+            raise ConflictError(str(exc)) from exc
+
+
+class ConflictError(APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The change conflicts with the current state."
+
+
+class TaskTargetSerializer(serializers.ModelSerializer):
+    label = serializers.CharField(source="target.label", read_only=True)  # type: ignore[assignment]
+
+    class Meta:
+        model = TaskTarget
+        fields = ["target", "label", "episodes_planned"]
+
+
+class StepSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = ProtocolStep
+        fields = ["order", "kind", "title", "instructions", "episodes", "target"]
+
+
+class CollectionTaskSerializer(serializers.ModelSerializer):
+    team = ScopedRelatedField(queryset=FieldTeam.objects.all(), required=False, allow_null=True)
+    day = serializers.DateField(write_only=True, required=False)
+    start = serializers.TimeField(write_only=True, required=False)
+    site_name = serializers.CharField(source="site.name", read_only=True)
+    targets = TaskTargetSerializer(source="task_targets", many=True, read_only=True)
+    steps = StepSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = CollectionTask
+        fields = [
+            "id",
+            "round",
+            "site",
+            "site_name",
+            "embodiment",
+            "team",
+            "scheduled_date",
+            "start_at",
+            "end_at",
+            "travel_hours",
+            "travel_km",
+            "status",
+            "locked",
+            "blocked_reason",
+            "version",
+            "targets",
+            "steps",
+            "day",
+            "start",
+        ]
+        read_only_fields = [
+            "round",
+            "site",
+            "embodiment",
+            "scheduled_date",
+            "start_at",
+            "end_at",
+            "travel_hours",
+            "travel_km",
+            "status",
+            "blocked_reason",
+            "version",
+        ]
+
+
+class CollectionTaskViewSet(
+    ScopedViewSetMixin,
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    mixins.UpdateModelMixin,
+    mixins.DestroyModelMixin,
+    viewsets.GenericViewSet,
+):
+    """Collection tasks. PATCH team / day / start (moves and locks it) or locked; DELETE before publishing."""
+
+    base_queryset = (
+        CollectionTask.objects.select_related("site", "team", "round")
+        .prefetch_related("task_targets__target", "steps")
+        .order_by("scheduled_date", "start_at", "id")
+    )
+    serializer_class = CollectionTaskSerializer
+    filterset_fields = ["round", "team", "status", "scheduled_date", "locked"]
+
+    def perform_update(self, serializer: serializers.BaseSerializer) -> None:
+        from campaigns.services.plan_edit import PlanEditRefused, task_update
+
+        data = serializer.validated_data
+        try:
+            serializer.instance = task_update(
+                task=cast(CollectionTask, serializer.instance),
+                team=data.get("team"),
+                day=data.get("day"),
+                start=data.get("start"),
+                locked=data.get("locked"),
+                actor=self.request.user,
+            )
+        except PlanEditRefused as exc:
+            raise ConflictError(str(exc)) from exc
+
+    def perform_destroy(self, instance: CollectionTask) -> None:
+        from campaigns.services.plan_edit import PlanEditRefused, task_remove
+
+        try:
+            task_remove(task=instance, actor=self.request.user)
+        except PlanEditRefused as exc:
+            raise ConflictError(str(exc)) from exc
+
+    @extend_schema(request=None, responses=CollectionTaskSerializer)
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        from campaigns.services.plan_edit import task_cancel
+
+        task = task_cancel(
+            task=self.get_object(),
+            reason=str(request.data.get("reason", "") if isinstance(request.data, dict) else ""),
+            actor=request.user,
+        )
+        return Response(self.get_serializer(self.get_queryset().get(pk=task.pk)).data)

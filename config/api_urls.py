@@ -1,7 +1,16 @@
 from rest_framework.routers import DefaultRouter
 
 from accounts.apis import JobViewSet
-from campaigns.apis import CampaignViewSet, FieldTeamViewSet, RoundViewSet
+from analytics.apis import (
+    EvaluationRunViewSet,
+    GapReportViewSet,
+    PolicyVersionViewSet,
+    RoundImpactViewSet,
+    RoundPlanningViewSet,
+)
+from campaigns.apis import CampaignViewSet, CollectionTaskViewSet, FieldTeamViewSet, TargetViewSet
+from campaigns.field.apis import FieldPhotoViewSet, FieldRecordViewSet, FieldTaskViewSet
+from labeling.apis import DatasetViewSet, EpisodeViewSet, InventoryImportViewSet
 from sites.apis import (
     ConditionDimensionViewSet,
     DeploymentViewSet,
@@ -22,7 +31,19 @@ router.register("condition-dimensions", ConditionDimensionViewSet, basename="con
 router.register("failure-modes", FailureModeViewSet, basename="failure-mode")
 router.register("failure-records", FailureRecordViewSet, basename="failure-record")
 router.register("campaigns", CampaignViewSet, basename="campaign")
-router.register("rounds", RoundViewSet, basename="round")
+router.register("rounds", RoundPlanningViewSet, basename="round")
+router.register("targets", TargetViewSet, basename="target")
+router.register("collection-tasks", CollectionTaskViewSet, basename="collection-task")
 router.register("teams", FieldTeamViewSet, basename="team")
+router.register("imports", InventoryImportViewSet, basename="inventory-import")
+router.register("datasets", DatasetViewSet, basename="dataset")
+router.register("episodes", EpisodeViewSet, basename="episode")
+router.register("field/tasks", FieldTaskViewSet, basename="field-task")
+router.register("field/records", FieldRecordViewSet, basename="field-record")
+router.register("field/photos", FieldPhotoViewSet, basename="field-photo")
+router.register("gap-reports", GapReportViewSet, basename="gap-report")
+router.register("policy-versions", PolicyVersionViewSet, basename="policy-version")
+router.register("evaluations", EvaluationRunViewSet, basename="evaluation")
+router.register("round-impacts", RoundImpactViewSet, basename="round-impact")
 
 urlpatterns = router.urls

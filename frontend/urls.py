@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from frontend.views import dashboard, field, label, planner
+from frontend.views import dashboard, field, gap, inventory, label, planner, rounds, steering
 from frontend.views.base import home
 
 planner_urls = (
@@ -15,15 +15,68 @@ planner_urls = (
         path("embodiments/", planner.EmbodimentList.as_view(), name="embodiments"),
         path("embodiments/<int:pk>/", planner.EmbodimentDetail.as_view(), name="embodiment"),
         path("taxonomy/", planner.Taxonomy.as_view(), name="taxonomy"),
+        path("campaigns/<int:pk>/gap/", gap.CampaignGap.as_view(), name="campaign-gap"),
+        path("campaigns/<int:pk>/gap/new/", gap.GapReportRequest.as_view(), name="gap-request"),
+        path("gap/<int:pk>/", gap.GapReportDetail.as_view(), name="gap-report"),
+        path("gap/<int:pk>/progress/", gap.GapReportProgress.as_view(), name="gap-progress"),
+        path("gap/<int:pk>/cells/", gap.GapCells.as_view(), name="gap-cells"),
+        path("gap/<int:pk>/heatmap/", gap.GapHeatmap.as_view(), name="gap-heatmap"),
+        path("gap/<int:pk>/compare/", gap.GapCompare.as_view(), name="gap-compare"),
+        path("rounds/new/", rounds.RoundCreate.as_view(), name="round-create"),
+        path("evaluations/", steering.Evaluations.as_view(), name="evaluations"),
+        path("rounds/<int:pk>/impact/", steering.RoundImpact.as_view(), name="round-impact"),
+        path(
+            "rounds/<int:pk>/recommend/", steering.RoundRecommend.as_view(), name="round-recommend"
+        ),
+        path(
+            "campaigns/<int:pk>/forecast/",
+            steering.CampaignForecast.as_view(),
+            name="campaign-forecast",
+        ),
+        path("rounds/<int:pk>/", rounds.RoundDetail.as_view(), name="round"),
+        path("rounds/<int:pk>/job/", rounds.RoundJobProgress.as_view(), name="round-job"),
+        path(
+            "rounds/<int:pk>/do/<slug:action>/", rounds.RoundAction.as_view(), name="round-action"
+        ),
+        path("teams/<int:pk>/runsheet/", rounds.TeamRunSheet.as_view(), name="team-runsheet"),
+        path(
+            "teams/<int:pk>/calendar/rotate/",
+            rounds.TeamCalendarRotate.as_view(),
+            name="team-calendar-rotate",
+        ),
+        path("rounds/<int:pk>/progress/", field.RoundProgress.as_view(), name="round-progress"),
     ],
     "planner",
 )
-field_urls = ([path("", field.FieldToday.as_view(), name="today")], "field")
+field_urls = (
+    [
+        path("", field.FieldToday.as_view(), name="today"),
+        path("sw.js", field.FieldServiceWorker.as_view(), name="sw"),
+        path("tasks/<int:pk>/photos/", field.FieldTaskPhotos.as_view(), name="task-photos"),
+    ],
+    "field",
+)
 label_urls = ([path("", label.LabelQueue.as_view(), name="queue")], "label")
+inventory_urls = (
+    [
+        path("", inventory.InventoryHome.as_view(), name="home"),
+        path("imports/rows/", inventory.ImportRows.as_view(), name="import-rows"),
+        path("imports/<int:pk>/", inventory.ImportDetail.as_view(), name="import"),
+        path(
+            "imports/<int:pk>/progress/", inventory.ImportProgress.as_view(), name="import-progress"
+        ),
+        path("imports/<int:pk>/cancel/", inventory.ImportCancel.as_view(), name="import-cancel"),
+        path("datasets/", inventory.DatasetList.as_view(), name="datasets"),
+        path("datasets/<int:pk>/", inventory.DatasetDetail.as_view(), name="dataset"),
+    ],
+    "inventory",
+)
 dashboard_urls = (
     [
         path("", dashboard.DashboardHome.as_view(), name="home"),
         path("<slug:slug>/", dashboard.CustomerDashboard.as_view(), name="customer"),
+        path("<slug:slug>/share/", dashboard.ShareCreate.as_view(), name="share-create"),
+        path("shares/<int:pk>/revoke/", dashboard.ShareRevoke.as_view(), name="share-revoke"),
     ],
     "dashboard",
 )
@@ -36,8 +89,11 @@ urlpatterns = [
         name="login",
     ),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("calendar/<str:token>.ics", rounds.team_calendar, name="team-calendar"),
+    path("share/<str:token>/", dashboard.shared_dashboard, name="dashboard-share"),
     path("planner/", include(planner_urls)),
     path("field/", include(field_urls)),
     path("label/", include(label_urls)),
+    path("inventory/", include(inventory_urls)),
     path("dashboard/", include(dashboard_urls)),
 ]

@@ -1,7 +1,7 @@
 from django.contrib import admin
 
 from accounts.admin import ScopedAdmin
-from labeling.models import Dataset, Episode
+from labeling.models import Dataset, Episode, InventoryImport
 
 
 @admin.register(Dataset)
@@ -36,3 +36,13 @@ class EpisodeAdmin(ScopedAdmin):
     search_fields = ["key", "dataset__slug", "storage_uri"]
     list_select_related = ["dataset", "embodiment", "site"]
     raw_id_fields = ["dataset", "condition_set", "task", "failure_mode"]
+
+
+@admin.register(InventoryImport)
+class InventoryImportAdmin(ScopedAdmin):
+    list_display = ["source_name", "dataset_name", "format", "job", "created_by", "created_at"]
+    list_filter = ["format"]
+    search_fields = ["source_name", "dataset_name"]
+    list_select_related = ["job", "created_by"]
+    raw_id_fields = ["dataset", "job"]
+    readonly_fields = ["summary", "options", "source_path"]

@@ -8,6 +8,7 @@ Condition values live in ``condition_set`` (see :mod:`sites.models` for why they
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -165,3 +166,61 @@ class Episode(models.Model):
 
     def __str__(self) -> str:
         return f"{self.dataset.slug}#{self.key}"
+
+
+class InventoryImportQuerySet(TenantQuerySet):
+    operator_path = "organization"
+
+
+class InventoryImport(models.Model):
+    """One import of a training-data inventory (a LeRobot dataset or a tabular manifest).
+
+    The work runs as a :class:`~accounts.models.Job` (progress, cancellation, problems); this
+    row keeps what was asked for (source, format, options) and what came of it (``summary``).
+    ``dataset`` is filled when the import succeeds; a failed import writes no episodes.
+    """
+
+    class Format(models.TextChoices):
+        LEROBOT = "lerobot", "LeRobot dataset"
+        CSV = "csv", "CSV"
+        TSV = "tsv", "TSV"
+        PARQUET = "parquet", "Parquet"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    dataset_name = models.CharField(max_length=200)
+    dataset = models.ForeignKey(
+        Dataset, null=True, blank=True, on_delete=models.SET_NULL, related_name="imports"
+    )
+    source_path = models.CharField(max_length=1000, help_text="File or folder on the server.")
+    source_name = models.CharField(max_length=300, help_text="What the person uploaded or named.")
+    format = models.CharField(max_length=16, choices=Format.choices, blank=True)
+    options = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="mapping, sets, create_values, embodiment, site as given.",
+    )
+    job = models.OneToOneField(
+        "accounts.Job", on_delete=models.CASCADE, related_name="inventory_import"
+    )
+    summary = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = InventoryImportQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [
+            models.Index(fields=["organization", "-created_at"], name="inventory_import_recent")
+        ]
+        constraints = [
+            models.CheckConstraint(
+                name="inventory_import_format_valid",
+                condition=Q(format__in=["", "lerobot", "csv", "tsv", "parquet"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Import of {self.source_name} into {self.dataset_name}"

@@ -477,6 +477,29 @@ class ProductionLog(models.Model):
         return f"{self.deployment} {self.day}: {self.cycles} cycles"
 
 
+class ConditionSample(models.Model):
+    """A measurement of continuous conditions at a deployment (a lux reading, a camera offset).
+
+    These are the target side of the domain-classifier check: training episodes carry the
+    same measurements in ``Episode.features``.
+    """
+
+    deployment = models.ForeignKey(
+        Deployment, on_delete=models.CASCADE, related_name="condition_samples"
+    )
+    measured_at = models.DateTimeField()
+    features = models.JSONField(help_text='e.g. {"light_lux": 85.0, "camera_offset_cm": 4.2}')
+
+    objects = DeploymentChildQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["deployment", "measured_at"]
+        indexes = [models.Index(fields=["deployment", "measured_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.deployment} {self.measured_at:%Y-%m-%d %H:%M}"
+
+
 class FailureMode(models.Model):
     """A node of the hierarchical failure taxonomy, FMEA-style."""
 

@@ -43,7 +43,14 @@ class Route:
             }
         return {"GET"}
 
+    @property
+    def public_by_token(self) -> bool:
+        """A capability URL: the token in the path is the credential (e.g. a calendar feed)."""
+        return bool(getattr(self.callback, "public_by_token", False))
+
     def model(self) -> Any:
+        if getattr(self.callback, "scoped_model", None) is not None:
+            return self.callback.scoped_model
         cls = getattr(self.callback, "cls", None) or getattr(self.callback, "view_class", None)
         if cls is not None and getattr(cls, "base_queryset", None) is not None:
             return cls.base_queryset.model
@@ -88,7 +95,10 @@ def concrete_url(route: Route, objects: dict[type, Any]) -> str:
         if obj is None:
             raise LookupError(f"the test world has no {model.__name__} for {route.pattern!r}")
         for name in route.params:
-            value = getattr(obj, name if name != "token" else "calendar_token", None)
+            attribute = {
+                "token": "calendar_token" if hasattr(obj, "calendar_token") else "token"
+            }.get(name, name)
+            value = getattr(obj, attribute, None)
             if value is None:
                 value = obj.pk
             url = PARAM.sub(str(value), url, count=1)

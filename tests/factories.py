@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import date, time
 from typing import Any
@@ -10,10 +11,24 @@ import factory
 from django.contrib.auth import get_user_model
 
 from accounts.models import Job, Membership, Organization, Role
-from analytics.models import EvaluationResult, EvaluationRun, PolicyVersion
-from campaigns.models import Campaign, CollectionRound, CollectionTask, FieldTeam
+from analytics.models import (
+    DashboardShare,
+    EvaluationResult,
+    EvaluationRun,
+    GapReport,
+    PolicyVersion,
+    RoundImpactReport,
+)
+from campaigns.models import (
+    Campaign,
+    CaptureTarget,
+    CollectionRound,
+    CollectionTask,
+    FieldTeam,
+    TaskTarget,
+)
 from campaigns.services import round_create
-from labeling.models import Dataset, Episode
+from labeling.models import Dataset, Episode, InventoryImport
 from sites.models import (
     AccessWindow,
     ActionDimension,
@@ -105,6 +120,11 @@ class World:
     policy: PolicyVersion
     evaluation: EvaluationRun
     job: Job
+    gap_report: GapReport
+    target: CaptureTarget
+    share: DashboardShare
+    impact: RoundImpactReport
+    inventory_import: InventoryImport
 
     def objects(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if hasattr(v, "pk")}
@@ -223,28 +243,44 @@ def build_world(tag: str) -> World:
     job = Job.objects.create(
         organization=operator, kind="import", title=f"Import {tag}", status="succeeded"
     )
-    return World(
-        operator,
-        customer,
-        manager,
-        field,
-        annotator,
-        viewer,
-        embodiment,
-        task,
-        site,
-        deployment,
-        dimension,
-        values,
-        mode,
-        record,
-        dataset,
-        episode,
-        campaign,
-        round,
-        team,
-        collection_task,
-        policy,
-        evaluation,
-        job,
+    from analytics.services.gap import gap_report_build
+
+    gap_report = gap_report_build(
+        report=GapReport.objects.create(organization=operator, campaign=campaign)
     )
+    target = CaptureTarget.objects.create(
+        round=round, condition_set=cs, label=f"Dim lighting {tag}", episodes_wanted=40, priority=1.0
+    )
+    TaskTarget.objects.create(task=collection_task, target=target, episodes_planned=40)
+    inventory_import = InventoryImport.objects.create(
+        organization=operator,
+        dataset_name=dataset.name,
+        dataset=dataset,
+        source_path=f"/nonexistent/{tag}.csv",
+        source_name=f"manifest-{tag}.csv",
+        format="csv",
+        job=Job.objects.create(
+            organization=operator, kind="import", title=f"Import {tag}.csv", status="succeeded"
+        ),
+        summary={"episodes": 1, "frames": 100, "rows": 1},
+    )
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    share = DashboardShare.objects.create(
+        organization=operator,
+        customer=customer,
+        token=f"share-token-{tag}-" + "x" * 24,
+        expires_at=timezone.now() + timedelta(days=7),
+    )
+    impact = RoundImpactReport.objects.create(
+        round=round,
+        before_policy=policy,
+        after_policy=policy,
+        summary={"sentences": [f"Impact {tag}"]},
+    )
+    failure_mode = mode
+    failure_record = record
+    fields = {f.name for f in dataclasses.fields(World)}
+    return World(**{name: value for name, value in locals().items() if name in fields})

@@ -1,18 +1,25 @@
-"""The customer dashboard: read-only coverage and reliability of a customer's deployments."""
+"""The customer dashboard: read-only coverage and reliability of a customer's own deployments."""
 
 from __future__ import annotations
 
+import secrets
+from datetime import timedelta
 from typing import Any
 
+from django.contrib import messages
 from django.db.models import Q
-from django.http import Http404
-from django.shortcuts import get_object_or_404
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Organization, Role
-from analytics.selectors import deployments_reliability
+from accounts.services import audit_record
+from analytics.models import DashboardShare
+from analytics.selectors import customer_dashboard
 from campaigns.models import Campaign
-from frontend.views.base import MemberView
+from frontend.views.base import MANAGERS, MemberView
 from sites.models import Deployment
 
 
@@ -26,50 +33,114 @@ def customers_visible_to(membership: Any) -> Any:
     return Organization.objects.none()
 
 
+def dashboard_context(*, customer: Organization, operator_id: int | None) -> dict[str, Any]:
+    """The dashboard of one customer: only its deployments and campaigns."""
+    deployments = Deployment.objects.filter(customer=customer).select_related(
+        "site", "embodiment", "task"
+    )
+    campaigns = Campaign.objects.filter(customer=customer).select_related("task")
+    if operator_id is not None:
+        deployments = deployments.filter(organization_id=operator_id)
+        campaigns = campaigns.filter(organization_id=operator_id)
+    deployment_list = list(deployments.order_by("name"))
+    data = customer_dashboard(
+        customer=customer, deployments=deployment_list, campaigns=list(campaigns.order_by("name"))
+    )
+    return {
+        "customer": customer,
+        "deployments": [(d, data["reliability"][d.pk]) for d in deployment_list],
+        **data,
+    }
+
+
 class DashboardHome(MemberView, TemplateView):
     roles = frozenset({Role.VIEWER, Role.MANAGER})
     template_name = "frontend/dashboard/home.html"
 
     def get(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        customers = list(customers_visible_to(self.membership))
         if self.membership.organization.kind == Organization.Kind.CUSTOMER:
             return CustomerDashboard.as_view()(request, slug=self.membership.organization.slug)
-        return self.render_to_response(self.get_context_data(customers=customers))
+        customers = list(customers_visible_to(self.membership))
+        shares = (
+            DashboardShare.objects.visible_to(request.user)
+            .select_related("customer")
+            .order_by("-created_at")[:50]
+        )
+        return self.render_to_response(self.get_context_data(customers=customers, shares=shares))
 
 
 class CustomerDashboard(MemberView, TemplateView):
-    scoped_model = Organization
     roles = frozenset({Role.VIEWER, Role.MANAGER})
+    scoped_model = Organization
     template_name = "frontend/dashboard/customer.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         customer = get_object_or_404(customers_visible_to(self.membership), slug=kwargs["slug"])
-        deployments = list(
-            Deployment.objects.visible_to(self.request.user)
-            .filter(customer=customer)
-            .select_related("site", "embodiment", "task")
+        operator_id = (
+            self.membership.organization_id if self.membership.organization.is_operator else None
         )
-        if (
-            not deployments
-            and not Campaign.objects.visible_to(self.request.user)
-            .filter(customer=customer)
-            .exists()
-        ):
-            if self.membership.organization_id != customer.pk:
-                raise Http404
-        reliability = deployments_reliability(deployments=deployments)
-        campaigns = list(
-            Campaign.objects.visible_to(self.request.user)
-            .filter(customer=customer)
-            .prefetch_related("rounds")
-        )
-        total_ipd = sum(r.interventions_per_day or 0 for r in reliability.values())
-        target_ipd = sum(r.target_interventions_per_day for r in reliability.values())
-        return super().get_context_data(
+        context = dashboard_context(customer=customer, operator_id=operator_id)
+        if self.membership.role == Role.MANAGER:
+            context["shares"] = DashboardShare.objects.visible_to(self.request.user).filter(
+                customer=customer
+            )
+        return super().get_context_data(**context, **kwargs)
+
+
+class ShareCreate(MemberView, View):
+    roles = MANAGERS
+    scoped_model = Organization
+
+    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
+        customer = get_object_or_404(customers_visible_to(self.membership), slug=slug)
+        try:
+            days = max(1, min(90, int(request.POST.get("days", "14"))))
+        except ValueError:
+            days = 14
+        share = DashboardShare.objects.create(
+            organization=self.membership.organization,
             customer=customer,
-            deployments=[(d, reliability[d.pk]) for d in deployments],
-            campaigns=campaigns,
-            total_ipd=total_ipd,
-            target_ipd=target_ipd,
-            **kwargs,
+            token=secrets.token_urlsafe(32),
+            label=request.POST.get("label", "")[:200],
+            expires_at=timezone.now() + timedelta(days=days),
+            created_by=self.membership.user,
         )
+        audit_record(
+            organization=self.membership.organization_id,
+            actor=request.user,
+            verb="share.create",
+            obj=share,
+            changes={"days": days},
+        )
+        messages.success(request, f"Share link created; it expires in {days} days.")
+        return redirect("dashboard:customer", slug=customer.slug)
+
+
+class ShareRevoke(MemberView, View):
+    roles = MANAGERS
+    scoped_model = DashboardShare
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        share = get_object_or_404(DashboardShare.objects.visible_to(request.user), pk=pk)
+        DashboardShare.objects.filter(pk=share.pk).update(revoked_at=timezone.now())
+        audit_record(
+            organization=self.membership.organization_id,
+            actor=request.user,
+            verb="share.revoke",
+            obj=share,
+        )
+        messages.success(request, "Share link revoked.")
+        return redirect("dashboard:customer", slug=share.customer.slug)
+
+
+def shared_dashboard(request: HttpRequest, token: str) -> HttpResponse:
+    """A customer dashboard behind a share link: read-only, no sign-in, until expiry or revocation."""
+    share = DashboardShare.objects.live().select_related("customer").filter(token=token).first()
+    if share is None or len(token) < 20:
+        raise Http404
+    context = dashboard_context(customer=share.customer, operator_id=share.organization_id)
+    return render(request, "frontend/dashboard/customer.html", {**context, "shared": share})
+
+
+shared_dashboard.scoped_model = DashboardShare  # type: ignore[attr-defined]
+shared_dashboard.public_by_token = True  # type: ignore[attr-defined]

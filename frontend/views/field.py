@@ -1,36 +1,68 @@
-"""The field surface: a team's tasks, for tablets."""
+"""The field surface: the offline tablet app, its service worker, setup photos, and the
+manager's live view of a round's capture progress."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from datetime import timedelta
 from typing import Any
 
+from django.contrib.staticfiles import finders
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase
+from django.shortcuts import get_object_or_404, render
+from django.template.loader import render_to_string
+from django.templatetags.static import static
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.safestring import mark_safe
+from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Role
-from campaigns.models import CollectionTask, FieldTeam
-from frontend.views.base import MemberView
+from campaigns.field.selectors import (
+    FIELD_STATUSES,
+    SYNC_DAYS_AHEAD,
+    SYNC_DAYS_BACK,
+    round_progress,
+)
+from campaigns.models import CollectionRound, CollectionTask, FieldRecord, FieldTeam
+from frontend.views.base import MANAGERS, MemberView
+
+FIELD_ROLES = frozenset({Role.FIELD, Role.MANAGER})
+
+# Everything the tablet needs to start offline. The service worker precaches these under a
+# cache name derived from their content, so a deploy replaces the whole set at once.
+FIELD_ASSETS = (
+    "frontend/app.css",
+    "frontend/field/field.css",
+    "frontend/field/store.js",
+    "frontend/field/sync.js",
+    "frontend/field/app.js",
+    "frontend/field/manifest.json",
+    "frontend/field/icon-192.png",
+    "frontend/field/icon-512.png",
+)
 
 
 class FieldToday(MemberView, TemplateView):
-    roles = frozenset({Role.FIELD, Role.MANAGER})
-    template_name = "frontend/field/today.html"
+    """The tablet app's shell: today's and upcoming tasks, rendered here for the first paint;
+    the scripts take over from there and work from IndexedDB, online or not."""
+
+    roles = FIELD_ROLES
+    template_name = "frontend/field/app.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         today = timezone.localdate()
         tasks = list(
             CollectionTask.objects.visible_to(self.request.user)
             .filter(
-                status__in=[
-                    CollectionTask.Status.PUBLISHED,
-                    CollectionTask.Status.IN_PROGRESS,
-                    CollectionTask.Status.BLOCKED,
-                ],
-                scheduled_date__gte=today - timedelta(days=1),
+                status__in=FIELD_STATUSES,
+                scheduled_date__gte=today - timedelta(days=SYNC_DAYS_BACK),
+                scheduled_date__lte=today + timedelta(days=SYNC_DAYS_AHEAD),
             )
-            .select_related("site", "team", "round__campaign", "embodiment")
-            .order_by("scheduled_date", "start_at")[:50]
+            .select_related("site", "round__campaign", "embodiment")
+            .order_by("scheduled_date", "start_at", "id")[:100]
         )
         return super().get_context_data(
             today=today,
@@ -38,4 +70,111 @@ class FieldToday(MemberView, TemplateView):
             upcoming=[t for t in tasks if t.scheduled_date and t.scheduled_date > today],
             teams=list(FieldTeam.objects.filter(members=self.request.user.pk)),
             **kwargs,
+        )
+
+
+def _assets_version(urls: list[str]) -> str:
+    digest = hashlib.sha256()
+    for path, url in zip(FIELD_ASSETS, urls, strict=True):
+        digest.update(url.encode())
+        found = finders.find(path)
+        if isinstance(found, str):
+            with open(found, "rb") as handle:
+                digest.update(handle.read())
+    digest.update(render_to_string("frontend/field/sw.js", {"config": "{}"}).encode())
+    return digest.hexdigest()[:16]
+
+
+class FieldServiceWorker(MemberView, View):
+    """The service worker, served from /field/ so that its scope covers the field pages."""
+
+    roles = FIELD_ROLES
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        urls = [static(path) for path in FIELD_ASSETS]
+        body = render_to_string(
+            "frontend/field/sw.js",
+            {
+                # Our own static URLs and route paths, JSON-encoded for the script.
+                "config": mark_safe(  # noqa: S308
+                    json.dumps(
+                        {
+                            "version": _assets_version(urls),
+                            "assets": urls,
+                            "shell": reverse("field:today"),
+                            "tasksApi": reverse("field-task-list"),
+                        }
+                    )
+                ),
+            },
+        )
+        response = HttpResponse(body, content_type="text/javascript; charset=utf-8")
+        response["Service-Worker-Allowed"] = reverse("field:today")
+        response["Cache-Control"] = "no-cache"
+        return response
+
+
+class FieldTaskPhotos(MemberView, View):
+    """A task's setup photos; ``?record=<uuid>`` streams one image to members who may see it."""
+
+    roles = FIELD_ROLES
+    scoped_model = CollectionTask
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+        task = get_object_or_404(
+            CollectionTask.objects.visible_to(request.user).select_related("site", "round"),
+            pk=kwargs["pk"],
+        )
+        photos = FieldRecord.objects.filter(task=task, kind=FieldRecord.Kind.PHOTO).exclude(
+            photo=""
+        )
+        wanted = request.GET.get("record")
+        if wanted:
+            record = photos.filter(uuid=_uuid_or_404(wanted)).first()
+            if record is None:
+                raise Http404("No such photo.")
+            response = FileResponse(
+                record.photo.open("rb"),
+                content_type=record.payload.get("content_type") or "application/octet-stream",
+            )
+            response["Cache-Control"] = "private, max-age=86400"
+            return response
+        return render(
+            request,
+            "frontend/field/photos.html",
+            {
+                "task": task,
+                "photos": list(photos.select_related("author").order_by("-received_at")),
+            },
+        )
+
+
+def _uuid_or_404(value: str) -> str:
+    import uuid
+
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise Http404("No such photo.") from None
+
+
+class RoundProgress(MemberView, TemplateView):
+    """Captured vs wanted per target and per task, blockers and stale records; htmx polls it."""
+
+    roles = MANAGERS
+    scoped_model = CollectionRound
+    template_name = "frontend/field/progress.html"
+
+    def get_template_names(self) -> list[str]:
+        if getattr(self.request, "htmx", False):
+            return ["frontend/field/_progress.html"]
+        return [self.template_name]
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        round = get_object_or_404(
+            CollectionRound.objects.visible_to(self.request.user).select_related("campaign"),
+            pk=kwargs["pk"],
+        )
+        return super().get_context_data(
+            round=round, campaign=round.campaign, progress=round_progress(round=round), **kwargs
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from accounts.models import AuditEvent
 from tests.access import all_routes, concrete_url
 
 ROUTES = all_routes()
@@ -32,7 +33,9 @@ def test_the_route_list_is_not_empty():
     assert "planner/campaigns/<int:pk>/" in patterns
 
 
-@pytest.mark.parametrize("route", [r for r in ROUTES if "GET" in r.methods], ids=route_id)
+@pytest.mark.parametrize(
+    "route", [r for r in ROUTES if "GET" in r.methods and not r.public_by_token], ids=route_id
+)
 def test_each_route_serves_its_own_organization_and_hides_it_from_others(
     route, world_a, world_b, client_for
 ):
@@ -81,3 +84,37 @@ def test_customer_viewer_sees_own_customer_objects_read_only(route, world_a, cli
             assert write.status_code == 403, f"{url}: a viewer could write"
     else:
         assert response.status_code == 404, url
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.public_by_token], ids=route_id)
+def test_capability_urls_serve_only_their_own_token(route, world_a, world_b, client_for):
+    own = client_for(None).get(concrete_url(route, objects_of(world_a)))
+    url = concrete_url(route, objects_of(world_a))
+    token = next(t for t in (world_a.team.calendar_token, world_a.share.token) if t in url)
+    guessed = client_for(world_b.manager).get(url.replace(token, "y" * len(token)))
+
+    assert own.status_code == 200
+    assert guessed.status_code == 404
+    assert "qzbravo" not in own.content.decode(errors="replace").lower()
+
+
+UNSAFE = [
+    r
+    for r in ROUTES
+    if r.params and ({"POST", "PUT", "PATCH", "DELETE"} & r.methods) and not r.public_by_token
+]
+
+
+@pytest.mark.parametrize("route", UNSAFE, ids=route_id)
+def test_writes_to_another_organizations_objects_are_404(route, world_a, world_b, client_for):
+    url = concrete_url(route, objects_of(world_a))
+    client = client_for(world_b.manager)
+    audit_before = AuditEvent.objects.count()
+
+    statuses = []
+    for method in sorted({"POST", "PUT", "PATCH", "DELETE"} & route.methods):
+        response = getattr(client, method.lower())(url, {}, content_type="application/json")
+        statuses.append((method, response.status_code))
+
+    assert all(code in (404, 405) for _, code in statuses), f"{url}: {statuses}"
+    assert AuditEvent.objects.count() == audit_before

@@ -26,7 +26,30 @@
     });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { renderPlots(document); });
+  // Plots whose figure comes from a URL, re-fetched when their control form changes.
+  function loadRemotePlot(el) {
+    if (!window.Plotly) return;
+    const form = document.querySelector('[data-target="' + el.id + '"]');
+    const params = form ? new URLSearchParams(new FormData(form)).toString() : "";
+    fetch(el.dataset.plotUrl + (params ? "?" + params : ""), { credentials: "same-origin" })
+      .then(function (r) { return r.json(); })
+      .then(function (fig) {
+        window.Plotly.react(el, fig.data, fig.layout || {}, { responsive: true, displaylogo: false });
+      });
+  }
+
+  function initRemotePlots(root) {
+    root.querySelectorAll("[data-plot-url]").forEach(function (el) {
+      loadRemotePlot(el);
+      const form = document.querySelector('[data-target="' + el.id + '"]');
+      if (form && !form.dataset.bound) {
+        form.addEventListener("change", function () { loadRemotePlot(el); });
+        form.dataset.bound = "1";
+      }
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () { renderPlots(document); initRemotePlots(document); });
   document.addEventListener("htmx:afterSettle", function (event) { renderPlots(event.target); });
   window.Fieldcraft = { csrfToken: csrfToken, renderPlots: renderPlots };
 })();

@@ -1,0 +1,340 @@
+"""Learning curves and Beta posteriors for per-cell failure rates (Django-free).
+
+A learning curve says how a policy's failure rate in a condition cell falls as training
+episodes from that cell accumulate::
+
+    f(n) = f_inf + a * (n + 1) ** -b
+
+``n`` is the transfer-weighted episode count of the cell (episodes from another embodiment
+were already scaled by their transfer weight upstream, so ``n`` may be fractional).
+
+How this module refines DESIGN.md ("Core computations"):
+
+* **Fit parametrisation.** The pooled curve is fitted by binomial maximum likelihood over
+  ``(f0, u, b)`` with ``f0 = f_inf + a`` (the rate at ``n = 0``) and ``u = f_inf / f0``. Box
+  bounds on ``f0, u`` in ``[0, 1]`` then guarantee ``f_inf >= 0``, ``a >= 0`` *and*
+  ``f(n) <= 1`` for every ``n >= 0``, which a box on ``(f_inf, a)`` cannot; ``b`` is bounded
+  to ``[0.05, 2]``. Several starts are tried because the likelihood has ridges.
+* **Honest fallback.** With too little evidence to identify three parameters (no trials,
+  fewer than ``min_cells`` evaluated cells, a single distinct ``n``, or no failure at all)
+  the fit returns the prior curve with ``source="prior"`` and a sentence in ``reason``
+  instead of an over-confident curve (zero failures would otherwise fit ``f = 0``
+  everywhere, including in cells nobody evaluated).
+* **Cell-specific curves.** :func:`cell_curves` gives each cell its own amplitude ``a_c`` so
+  that its curve passes through its Beta-posterior failure rate at its current ``n`` while
+  sharing the pooled floor ``f_inf`` and exponent ``b``. A cell without trials gets
+  ``a_c = a`` exactly, so the DESIGN.md value of capture ``f(n) - f(n + k)`` is the special
+  case of no evidence. Steering and the planner use these to value more data in a cell.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+from scipy import optimize, special
+
+FloatArray = npt.NDArray[np.float64]
+
+B_BOUNDS: tuple[float, float] = (0.05, 2.0)
+"""Allowed learning-curve exponents: flatter than 0.05 is no learning, steeper than 2 is noise."""
+
+DEFAULT_PRIOR_STRENGTH = 20.0
+"""Beta prior pseudo-trials: the curve dominates a cell until it has about 20 trials."""
+
+# Keeps log(f) and log(1 - f) finite in the likelihood and Beta parameters positive.
+_RATE_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class LearningCurve:
+    """Failure rate as a function of training episodes: ``f_inf + a * (n + 1) ** -b``.
+
+    Raises ValueError unless ``f_inf >= 0``, ``a >= 0``, ``b > 0`` and ``f_inf + a <= 1``
+    (the last keeps every rate for ``n >= 0`` a probability).
+    """
+
+    f_inf: float
+    a: float
+    b: float
+
+    def __post_init__(self) -> None:
+        values = (self.f_inf, self.a, self.b)
+        if not all(math.isfinite(v) for v in values):
+            raise ValueError(f"learning curve parameters must be finite, got {values}")
+        if self.f_inf < 0 or self.a < 0:
+            raise ValueError(f"f_inf and a must be >= 0, got f_inf={self.f_inf}, a={self.a}")
+        if self.b <= 0:
+            raise ValueError(f"b must be > 0, got {self.b}")
+        if self.f_inf + self.a > 1 + 1e-12:
+            raise ValueError(
+                f"f_inf + a is the failure rate with no data and must be <= 1, "
+                f"got {self.f_inf + self.a}"
+            )
+
+    def rate(self, n: npt.ArrayLike) -> FloatArray:
+        """Return the failure rate after ``n`` training episodes (vectorised, ``n >= 0``)."""
+        n_arr = np.asarray(n, dtype=np.float64)
+        return self.f_inf + self.a * np.power(n_arr + 1.0, -self.b)
+
+    def gain(self, n: npt.ArrayLike, k: npt.ArrayLike) -> FloatArray:
+        """Return ``rate(n) - rate(n + k)``: the drop from ``k`` more episodes (concave in k)."""
+        n_arr = np.asarray(n, dtype=np.float64)
+        return _decay_fraction(self.b, n_arr, k) * (self.a * np.power(n_arr + 1.0, -self.b))
+
+
+DEFAULT_PRIOR = LearningCurve(f_inf=0.002, a=0.5, b=0.5)
+"""Used when nothing can be fitted: 50% failure with no data, ~5% at 100 episodes, 0.2% floor."""
+
+
+@dataclass(frozen=True)
+class CurveFit:
+    """A learning curve with the evidence behind it.
+
+    ``source`` is ``"fitted"`` (maximum likelihood on the data), ``"prior"`` (too little data;
+    ``reason`` says why) or ``"given"`` (supplied by the caller). ``n_cells`` counts cells
+    with at least one trial; ``log_likelihood`` is the binomial log-likelihood of the data
+    under ``curve`` (0.0 without trials).
+    """
+
+    curve: LearningCurve
+    source: Literal["prior", "fitted", "given"]
+    n_cells: int
+    n_trials: int
+    n_failures: int
+    log_likelihood: float
+    reason: str = ""
+
+
+def _decay_fraction(b: float, n: FloatArray, k: npt.ArrayLike) -> FloatArray:
+    # 1 - ((n+1)/(n+1+k))^b via expm1/log1p: exact for tiny k/(n+1) where the naive form
+    # cancels to zero, so marginal values of one episode at large n stay positive.
+    k_arr = np.asarray(k, dtype=np.float64)
+    return -np.expm1(-b * np.log1p(k_arr / (n + 1.0)))
+
+
+def _as_counts(
+    n: npt.ArrayLike, trials: npt.ArrayLike, successes: npt.ArrayLike
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    n_arr = np.asarray(n, dtype=np.float64)
+    t_arr = np.asarray(trials, dtype=np.float64)
+    s_arr = np.asarray(successes, dtype=np.float64)
+    if not (n_arr.shape == t_arr.shape == s_arr.shape) or n_arr.ndim != 1:
+        raise ValueError(
+            f"n, trials and successes must be 1-d and equally long, got shapes "
+            f"{n_arr.shape}, {t_arr.shape}, {s_arr.shape}"
+        )
+    if not np.all(np.isfinite(n_arr)) or np.any(n_arr < 0):
+        raise ValueError("training counts n must be finite and >= 0")
+    if np.any(s_arr < 0) or np.any(s_arr > t_arr):
+        raise ValueError("need 0 <= successes <= trials in every cell")
+    return n_arr, t_arr, s_arr
+
+
+def log_likelihood(
+    curve: LearningCurve, n: npt.ArrayLike, trials: npt.ArrayLike, successes: npt.ArrayLike
+) -> float:
+    """Return the binomial log-likelihood of per-cell outcomes under ``curve``.
+
+    Raises ValueError on malformed arrays.
+    """
+    n_arr, t, s = _as_counts(n, trials, successes)
+    failures = t - s
+    rate = np.clip(curve.rate(n_arr), _RATE_EPS, 1.0 - _RATE_EPS)
+    log_binom = special.gammaln(t + 1) - special.gammaln(failures + 1) - special.gammaln(s + 1)
+    return float(np.sum(log_binom + failures * np.log(rate) + s * np.log1p(-rate)))
+
+
+def _curve_from(theta: npt.NDArray[np.float64]) -> LearningCurve:
+    f0, u, b = (float(x) for x in theta)
+    return LearningCurve(f_inf=f0 * u, a=f0 * (1.0 - u), b=b)
+
+
+def fit_learning_curve(
+    n: npt.ArrayLike,
+    trials: npt.ArrayLike,
+    successes: npt.ArrayLike,
+    *,
+    prior: LearningCurve | None = None,
+    min_cells: int = 3,
+) -> CurveFit:
+    """Fit the pooled learning curve across cells by binomial maximum likelihood.
+
+    Arrays are per cell: transfer-weighted training episodes ``n``, evaluation ``trials``
+    and ``successes``. Returns ``prior`` (default :data:`DEFAULT_PRIOR`) with
+    ``source="prior"`` when the data cannot identify the curve: no trials, fewer than
+    ``min_cells`` evaluated cells, one distinct ``n`` among them, no failures, or an
+    optimiser failure. Raises ValueError on malformed arrays.
+    """
+    prior_curve = prior if prior is not None else DEFAULT_PRIOR
+    n_arr, t_arr, s_arr = _as_counts(n, trials, successes)
+    seen = t_arr > 0
+    n_seen, t_seen, s_seen = n_arr[seen], t_arr[seen], s_arr[seen]
+    k_seen = t_seen - s_seen
+    n_cells, n_trials, n_failures = int(seen.sum()), int(t_seen.sum()), int(k_seen.sum())
+
+    def fallback(reason: str) -> CurveFit:
+        return CurveFit(
+            curve=prior_curve,
+            source="prior",
+            n_cells=n_cells,
+            n_trials=n_trials,
+            n_failures=n_failures,
+            log_likelihood=log_likelihood(prior_curve, n_seen, t_seen, s_seen),
+            reason=reason,
+        )
+
+    if n_trials == 0:
+        return fallback("no evaluation trials; using the prior curve")
+    if n_cells < min_cells:
+        return fallback(f"only {n_cells} cell(s) have trials, need {min_cells}; using the prior")
+    if np.unique(n_seen).size < 2:
+        return fallback("all evaluated cells have the same training count; slope not identifiable")
+    if n_failures == 0:
+        return fallback("no failures observed; a fitted curve would claim zero failures anywhere")
+
+    log_n1 = np.log1p(n_seen)
+    scale = 1.0 / n_trials  # per-trial objective keeps L-BFGS tolerances meaningful
+
+    def objective(theta: FloatArray) -> tuple[float, FloatArray]:
+        f0, u, b = theta
+        x = np.exp(-b * log_n1)
+        raw = f0 * (u + (1.0 - u) * x)
+        rate = np.clip(raw, _RATE_EPS, 1.0 - _RATE_EPS)
+        ll = k_seen * np.log(rate) + s_seen * np.log1p(-rate)
+        d_rate = k_seen / rate - s_seen / (1.0 - rate)
+        d_rate = np.where(raw == rate, d_rate, 0.0)  # flat where clipped
+        grad = np.array(
+            [
+                np.sum(d_rate * (u + (1.0 - u) * x)),
+                np.sum(d_rate * f0 * (1.0 - x)),
+                np.sum(d_rate * -f0 * (1.0 - u) * x * log_n1),
+            ]
+        )
+        return -float(ll.sum()) * scale, -grad * scale
+
+    observed = n_failures / n_trials
+    starts = [
+        np.array([prior_curve.f_inf + prior_curve.a, _share(prior_curve), prior_curve.b]),
+        np.array([min(1.0, 4 * observed + 0.05), 0.1, 0.5]),
+        np.array([min(1.0, 2 * observed + 0.01), 0.5, 1.0]),
+        np.array([min(1.0, 10 * observed + 0.1), 0.02, 0.3]),
+    ]
+    bounds = [(_RATE_EPS, 1.0), (0.0, 1.0), B_BOUNDS]
+    best: optimize.OptimizeResult | None = None
+    for start in starts:
+        start = np.clip(start, [lo for lo, _ in bounds], [hi for _, hi in bounds])
+        result = optimize.minimize(objective, start, jac=True, method="L-BFGS-B", bounds=bounds)
+        if np.isfinite(result.fun) and (best is None or result.fun < best.fun):
+            best = result
+    if best is None:
+        return fallback("the optimiser did not converge; using the prior curve")
+
+    curve = _curve_from(best.x)
+    return CurveFit(
+        curve=curve,
+        source="fitted",
+        n_cells=n_cells,
+        n_trials=n_trials,
+        n_failures=n_failures,
+        log_likelihood=log_likelihood(curve, n_seen, t_seen, s_seen),
+        reason="" if best.success else f"optimiser stopped early: {best.message}",
+    )
+
+
+def _share(curve: LearningCurve) -> float:
+    total = curve.f_inf + curve.a
+    return curve.f_inf / total if total > 0 else 0.5
+
+
+def beta_posterior(
+    trials: npt.ArrayLike,
+    successes: npt.ArrayLike,
+    prior_rate: npt.ArrayLike,
+    prior_strength: float = DEFAULT_PRIOR_STRENGTH,
+) -> tuple[FloatArray, FloatArray]:
+    """Return Beta ``(alpha, beta)`` of the *failure* rate given outcomes and a prior rate.
+
+    The prior is ``Beta(s * r, s * (1 - r))`` with ``s = prior_strength`` pseudo-trials at
+    rate ``r``; ``r`` is clipped into (0, 1) so the parameters stay valid. Raises ValueError
+    if ``prior_strength <= 0`` or outcomes are inconsistent.
+    """
+    if not prior_strength > 0:
+        raise ValueError(f"prior_strength must be > 0, got {prior_strength}")
+    t_arr = np.asarray(trials, dtype=np.float64)
+    s_arr = np.asarray(successes, dtype=np.float64)
+    if np.any(s_arr < 0) or np.any(s_arr > t_arr):
+        raise ValueError("need 0 <= successes <= trials")
+    rate = np.clip(np.asarray(prior_rate, dtype=np.float64), _RATE_EPS, 1.0 - _RATE_EPS)
+    alpha = prior_strength * rate + (t_arr - s_arr)
+    beta = prior_strength * (1.0 - rate) + s_arr
+    return alpha, beta
+
+
+def posterior_mean(alpha: npt.ArrayLike, beta: npt.ArrayLike) -> FloatArray:
+    """Return the mean ``alpha / (alpha + beta)`` of a Beta distribution."""
+    a_arr = np.asarray(alpha, dtype=np.float64)
+    return a_arr / (a_arr + np.asarray(beta, dtype=np.float64))
+
+
+def posterior_variance(alpha: npt.ArrayLike, beta: npt.ArrayLike) -> FloatArray:
+    """Return the variance of a Beta distribution."""
+    a_arr = np.asarray(alpha, dtype=np.float64)
+    b_arr = np.asarray(beta, dtype=np.float64)
+    total = a_arr + b_arr
+    return a_arr * b_arr / (total * total * (total + 1.0))
+
+
+def credible_interval(
+    alpha: npt.ArrayLike, beta: npt.ArrayLike, level: float = 0.95
+) -> tuple[FloatArray, FloatArray]:
+    """Return the equal-tailed ``level`` credible interval ``(low, high)`` of a Beta.
+
+    Raises ValueError unless ``0 < level < 1``.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    tail = (1.0 - level) / 2.0
+    a_arr = np.asarray(alpha, dtype=np.float64)
+    b_arr = np.asarray(beta, dtype=np.float64)
+    low = special.betaincinv(a_arr, b_arr, tail)
+    high = special.betaincinv(a_arr, b_arr, 1.0 - tail)
+    return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+
+
+def cell_curves(
+    fit: LearningCurve | CurveFit,
+    n: npt.ArrayLike,
+    trials: npt.ArrayLike,
+    successes: npt.ArrayLike,
+    strength: float = DEFAULT_PRIOR_STRENGTH,
+) -> FloatArray:
+    """Return per-cell amplitudes ``a_c`` whose curves pass through each posterior rate.
+
+    Cell ``c`` follows ``f_c(m) = f_inf + a_c * (m + 1) ** -b`` with the pooled ``f_inf``
+    and ``b``; ``a_c`` is chosen so that ``f_c(n_c)`` equals the Beta-posterior mean with
+    the pooled curve as prior (``strength`` pseudo-trials). A cell with no trials gets
+    ``a_c = a``. A cell whose posterior is below the floor gets ``a_c = 0``: more data is
+    not expected to help it, so its curve stays flat at ``f_inf``.
+    """
+    curve = fit.curve if isinstance(fit, CurveFit) else fit
+    n_arr, t_arr, s_arr = _as_counts(n, trials, successes)
+    alpha, beta = beta_posterior(t_arr, s_arr, curve.rate(n_arr), strength)
+    excess = np.maximum(posterior_mean(alpha, beta) - curve.f_inf, 0.0)
+    return excess * np.power(n_arr + 1.0, curve.b)
+
+
+def cell_gain(
+    curve: LearningCurve, amplitude: npt.ArrayLike, n: npt.ArrayLike, k: npt.ArrayLike
+) -> FloatArray:
+    """Return each cell's failure-rate drop from ``k`` more episodes on its own curve.
+
+    ``amplitude`` comes from :func:`cell_curves`; arrays broadcast. Concave and
+    non-decreasing in ``k >= 0``.
+    """
+    n_arr = np.asarray(n, dtype=np.float64)
+    level = np.asarray(amplitude, dtype=np.float64) * np.power(n_arr + 1.0, -curve.b)
+    return level * _decay_fraction(curve.b, n_arr, k)

@@ -1,0 +1,1 @@
+"""Writes for analytics: gap reports, evaluation imports, steering (one module per topic)."""

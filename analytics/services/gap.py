@@ -1,0 +1,358 @@
+"""Gap reports: score a campaign's coverage against its deployments and store the result."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+from typing import Any
+
+import numpy as np
+from django.db import connection, transaction
+from django.utils import timezone
+
+from accounts.services import JobContext, audit_record, job_create, job_running
+from analytics.gap import Dimension, GapInputs, compute_gap, domain_classifier_auc, top_gaps
+from analytics.models import GapCell, GapReport
+from analytics.services.gap_inputs import UNKNOWN, CampaignInputs, campaign_inputs, feature_samples
+from campaigns.models import Campaign
+
+DEFAULT_PARAMS: dict[str, Any] = {
+    "uncovered_below": 1.0,
+    "thin_below": 50.0,
+    "prior_strength": 20.0,
+    "top_k": 12,
+    "blind_spot_min_share": 0.001,
+}
+
+
+class GapReportFailed(Exception):
+    """The campaign cannot be scored (names what is missing)."""
+
+
+def gap_report_request(
+    *,
+    campaign: Campaign,
+    dimensions: list[str] | None = None,
+    actor: Any = None,
+    params: dict[str, Any] | None = None,
+) -> GapReport:
+    """Create a pending report and queue its computation in Celery."""
+    with transaction.atomic():
+        job = job_create(
+            organization=campaign.organization,
+            kind="gap_report",
+            title=f"Gap report · {campaign.name}",
+            task_name="analytics.tasks.gap_report_compute",
+            created_by=actor,
+            enqueue=False,
+        )
+        report = GapReport.objects.create(
+            organization_id=campaign.organization_id,
+            campaign=campaign,
+            job=job,
+            dimension_slugs=dimensions or [],
+            params={**DEFAULT_PARAMS, **(params or {})},
+        )
+        from accounts.services import job_enqueue
+
+        job_enqueue(job=job)
+        audit_record(
+            organization=campaign.organization_id,
+            actor=actor,
+            verb="gap_report.request",
+            obj=report,
+        )
+    return report
+
+
+def gap_report_compute(*, job_id: str) -> None:
+    """Compute the report attached to a job (idempotent: a finished report is left alone)."""
+    with job_running(job_id=job_id) as ctx:
+        if ctx is None:
+            return
+        report = GapReport.objects.select_related("campaign").get(job_id=job_id)
+        if report.status == GapReport.Status.DONE:
+            return
+        GapReport.objects.filter(pk=report.pk).update(status=GapReport.Status.RUNNING)
+        try:
+            gap_report_build(report=report, ctx=ctx)
+        except Exception:
+            GapReport.objects.filter(pk=report.pk).update(status=GapReport.Status.FAILED)
+            raise
+
+
+def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> GapReport:
+    """Score the report's campaign and store summary and cells (replacing any earlier cells)."""
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    campaign = report.campaign
+    params = {**DEFAULT_PARAMS, **(report.params or {})}
+    # The domain classifier is CPU work on a small sample; run it in a thread while
+    # PostgreSQL aggregates the inventory, so the report costs little more than the GROUP BY.
+    samples = feature_samples(campaign=campaign)
+    shift_box: dict[str, Any] = {}
+    shift_thread = threading.Thread(target=_domain_shift, args=(samples, shift_box), daemon=True)
+    shift_thread.start()
+    try:
+        inputs = campaign_inputs(campaign=campaign, slugs=report.dimension_slugs or None)
+    except ValueError as exc:
+        shift_thread.join()
+        raise GapReportFailed(str(exc)) from exc
+    timings["inputs"] = time.perf_counter() - t0
+    if ctx:
+        ctx.progress(1, 4, "Training coverage and targets aggregated", force=True)
+
+    t1 = time.perf_counter()
+    labels = [
+        inputs.space.label(k)
+        + (f" at {inputs.top_deployment[i]}" if inputs.top_deployment[i] else "")
+        for i, k in enumerate(inputs.keys)
+    ]
+    dims = _dimensions(inputs)
+    # Use the latest learning-curve refit over the same dimensions when there is one
+    # (refitted after every evaluation import); else the engine fits from these cells.
+    from analytics.curves import LearningCurve
+    from analytics.services.steering import latest_curves
+
+    refit = latest_curves(
+        campaign=campaign, dimension_slugs=[d.slug for d in inputs.space.dimensions]
+    )
+    curve = LearningCurve(f_inf=refit.f_inf, a=refit.a, b=refit.b) if refit is not None else None
+    result = compute_gap(
+        GapInputs(
+            labels=labels,
+            target_share=inputs.target_share,
+            train_count=inputs.train_count,
+            trials=inputs.trials,
+            successes=inputs.successes,
+            cycles_per_day=inputs.cycles_per_day,
+            reliability_target=inputs.reliability_target,
+            uncovered_below=params["uncovered_below"],
+            thin_below=params["thin_below"],
+            prior_strength=params["prior_strength"],
+            dimensions=dims,
+            curve=curve,
+        )
+    )
+    top = top_gaps(result, params["top_k"], blind_spot_min_share=params["blind_spot_min_share"])
+    timings["score"] = time.perf_counter() - t1
+    if ctx:
+        ctx.progress(2, 4, "Cells scored", force=True)
+
+    t2 = time.perf_counter()
+    shift_thread.join()
+    if "error" in shift_box:
+        raise shift_box["error"]
+    shift = shift_box.get("shift")
+    timings["domain_shift_wait"] = time.perf_counter() - t2
+    timings["domain_shift"] = shift_box.get("seconds", 0.0)
+    if ctx:
+        ctx.progress(3, 4, "Domain shift measured", force=True)
+
+    t3 = time.perf_counter()
+    summary = _summary(inputs, result, top, shift, refit.pk if refit is not None else None)
+    _store(report=report, inputs=inputs, result=result, labels=labels, summary=summary)
+    timings["store"] = time.perf_counter() - t3
+    timings["total"] = time.perf_counter() - t0
+    GapReport.objects.filter(pk=report.pk).update(
+        params={**params, "timings_s": {k: round(v, 4) for k, v in timings.items()}}
+    )
+    report.refresh_from_db()
+    return report
+
+
+def _domain_shift(samples: Any, box: dict[str, Any]) -> None:
+    started = time.perf_counter()
+    try:
+        if samples is not None:
+            names, x_train, x_target = samples
+            # One BLAS/OpenMP thread: workers run several jobs per machine, and
+            # oversubscribed threads made this ten times slower under load.
+            # threadpoolctl limits only libraries already loaded: load scikit-learn's OpenMP first.
+            import sklearn.ensemble  # noqa: F401
+            from threadpoolctl import threadpool_limits
+
+            with threadpool_limits(1):
+                box["shift"] = domain_classifier_auc(
+                    x_train, x_target, names, seed=0, folds=5, max_rows=1500
+                )
+    except Exception as exc:  # re-raised in the calling thread
+        box["error"] = exc
+    box["seconds"] = time.perf_counter() - started
+
+
+def _dimensions(inputs: CampaignInputs) -> list[Dimension]:
+    keys = np.array(inputs.keys, dtype=np.int64).reshape(
+        len(inputs.keys), len(inputs.space.dimensions)
+    )
+    dims = []
+    for i, dim in enumerate(inputs.space.dimensions):
+        values = [v.label for v in inputs.space.values[i]]
+        codes = keys[:, i].copy()
+        if (codes == UNKNOWN).any():
+            values = [*values, "unrecorded"]
+            codes[codes == UNKNOWN] = len(values) - 1
+        dims.append(Dimension(name=dim.name, values=tuple(values), codes=codes))
+    return dims
+
+
+def _summary(
+    inputs: CampaignInputs, result: Any, top: list[Any], shift: Any, refit_id: int | None
+) -> dict[str, Any]:
+    s = result.summary
+    fit = result.fit
+    bars = []
+    for dim in result.inputs.dimensions:
+        p = np.bincount(dim.codes, weights=result.cells.target_share, minlength=len(dim.values))
+        q = np.bincount(dim.codes, weights=result.cells.train_share, minlength=len(dim.values))
+        bars.append(
+            {
+                "dimension": dim.name,
+                "values": list(dim.values),
+                "target": p.round(6).tolist(),
+                "training": q.round(6).tolist(),
+                "psi": round(float(s.psi.get(dim.name, 0.0)), 6),
+            }
+        )
+    return {
+        "n_cells": int(s.n_cells),
+        "cycles_per_day": inputs.cycles_per_day,
+        "training_episodes": inputs.train_total_raw,
+        "training_weighted": float(s.total_train),
+        "uncovered_mass": float(s.uncovered_mass),
+        "thin_mass": float(s.thin_mass),
+        "covered_mass": float(s.covered_mass),
+        "n_uncovered": int(s.n_uncovered),
+        "n_thin": int(s.n_thin),
+        "js_divergence": float(s.js_divergence),
+        "psi": {k: float(v) for k, v in s.psi.items()},
+        "reliability_now": float(s.reliability_now),
+        "reliability_interval": [float(x) for x in s.reliability_interval],
+        "reliability_target": float(s.reliability_target),
+        "interventions_per_day": float(s.interventions_per_day),
+        "interventions_interval": [float(x) for x in s.interventions_interval],
+        "interventions_at_target": float(s.interventions_at_target),
+        "excess_interventions_per_day": float(s.excess_interventions_per_day),
+        "meets_target": bool(s.meets_target),
+        "curve": {
+            "f_inf": fit.curve.f_inf,
+            "a": fit.curve.a,
+            "b": fit.curve.b,
+            "refit": refit_id,
+            "source": fit.source,
+            "n_cells": fit.n_cells,
+            "n_trials": fit.n_trials,
+            "reason": fit.reason,
+        },
+        "evidence": inputs.evidence,
+        "top_gaps": [
+            {
+                "index": g.index,
+                "label": g.label,
+                "sentence": g.sentence,
+                "priority": float(g.priority),
+                "interventions_per_day": float(g.interventions_per_day),
+                "target_share": float(g.target_share),
+                "train_count": float(g.train_count),
+                "blind_spot": bool(g.blind_spot),
+            }
+            for g in top
+        ],
+        "bars": bars,
+        "domain_shift": None
+        if shift is None
+        else {
+            "auc": shift.auc,
+            "auc_sd": shift.auc_sd,
+            "n_train": shift.n_train,
+            "n_target": shift.n_target,
+            "model": shift.model,
+            "features": [list(f) for f in shift.features],
+            "reason": shift.reason,
+        },
+        "sources": [
+            {
+                "deployment": t.deployment.name,
+                "deployment_id": t.deployment.pk,
+                "source": t.source,
+                "observations": t.observations,
+                "cells": len(t.shares),
+                "notes": t.notes,
+            }
+            for t in inputs.targets
+        ],
+    }
+
+
+def _store(
+    *,
+    report: GapReport,
+    inputs: CampaignInputs,
+    result: Any,
+    labels: list[str],
+    summary: dict[str, Any],
+) -> None:
+    """Write cells with COPY and the summary, in one transaction."""
+    from analytics.gap import explain_cell
+
+    cells = result.cells
+    order = np.lexsort((np.arange(len(labels)), -cells.interventions, -cells.priority))
+    top_indices = {g["index"] for g in summary["top_gaps"]}
+    # COPY in text format, written by hand: psycopg's per-row adaptation of arrays and JSON
+    # cost more than the rest of the report for a few thousand cells.
+    buffer = io.StringIO()
+    rank = 0
+    cols = (cells.target_share, cells.train_count, cells.train_share)
+    for i in order:
+        key = inputs.keys[i]
+        vids = inputs.space.value_ids(key)
+        if not vids:
+            continue
+        rank += 1
+        explanation = explain_cell(result, int(i)) if (i in top_indices or rank <= 200) else ""
+        buffer.write(
+            f"{report.pk}\t{{{','.join(map(str, sorted(vids)))}}}\t{_copy_text(labels[i][:500])}\t{rank}"
+            f"\t{float(cols[0][i])!r}\t{float(cols[1][i])!r}\t{float(cols[2][i])!r}\t{int(cells.coverage[i])}"
+            f"\t{int(result.inputs.trials[i])}\t{int(result.inputs.successes[i])}"
+            f"\t{float(cells.failure_rate[i])!r}\t{float(cells.failure_low[i])!r}"
+            f"\t{float(cells.failure_high[i])!r}\t{float(cells.interventions[i])!r}"
+            f"\t{float(cells.priority[i])!r}\t{_copy_text(explanation)}"
+            f"\t{_copy_text(json.dumps(inputs.space.slugs(key)))}\n"
+        )
+    with transaction.atomic():
+        GapCell.objects.filter(report=report).delete()
+        with (
+            connection.cursor() as cursor,
+            cursor.copy(
+                "COPY analytics_gapcell (report_id, value_ids, label, rank, target_share, train_count,"
+                " train_share, coverage, trials, successes, failure_rate, failure_low, failure_high,"
+                ' interventions_per_day, priority, explanation, "values") FROM STDIN'
+            ) as copy,
+        ):
+            copy.write(buffer.getvalue())
+        GapReport.objects.filter(pk=report.pk).update(
+            status=GapReport.Status.DONE,
+            summary=summary,
+            sources=summary["sources"],
+            n_cells=rank,
+            finished_at=timezone.now(),
+            dimension_slugs=[d.slug for d in inputs.space.dimensions],
+        )
+
+
+def _copy_text(value: str) -> str:
+    """Escape a value for COPY's text format."""
+    return (
+        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    )
+
+
+def gap_report_latest(*, campaign: Campaign) -> GapReport | None:
+    """Return the campaign's latest finished report."""
+    return (
+        GapReport.objects.filter(campaign=campaign, status=GapReport.Status.DONE)
+        .order_by("-finished_at")
+        .first()
+    )

@@ -1,0 +1,380 @@
+"""Build the gap engine's inputs from the database with SQL aggregation.
+
+Every count here is a GROUP BY in PostgreSQL over narrow integer columns; the only Python
+loops run over distinct condition sets (thousands), never over episodes (millions).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from django.db import connection
+
+from campaigns.models import Campaign
+from sites.models import ConditionDimension, ConditionSample, ConditionShare, Deployment
+
+# A deployment's target comes from its production logs when they hold at least this many
+# cycles over at least this many days; otherwise from its surveyed profile.
+MIN_PRODUCTION_CYCLES = 10_000
+MIN_PRODUCTION_DAYS = 7
+PRODUCTION_WINDOW_DAYS = 90
+UNKNOWN = -1
+
+
+@dataclass
+class DimensionSpace:
+    """The chosen dimensions and how value ids map to (dimension index, code)."""
+
+    dimensions: list[ConditionDimension]
+    values: list[list[Any]]  # per dimension, its ConditionValue rows in order
+    value_pos: dict[int, tuple[int, int]]  # value id -> (dimension index, code)
+
+    @classmethod
+    def build(cls, *, organization_id: int, slugs: list[str] | None) -> DimensionSpace:
+        qs = ConditionDimension.objects.filter(organization_id=organization_id).prefetch_related(
+            "values"
+        )
+        dims = list(qs.order_by("order", "name"))
+        if slugs:
+            by_slug = {d.slug: d for d in dims}
+            unknown = [s for s in slugs if s not in by_slug]
+            if unknown:
+                raise ValueError(
+                    f"unknown condition dimension(s) {', '.join(unknown)}; known: {', '.join(by_slug)}"
+                )
+            dims = [by_slug[s] for s in slugs]
+        if not dims:
+            raise ValueError("the organization has no condition dimensions to score")
+        values = [sorted(d.values.all(), key=lambda v: (v.order, v.label)) for d in dims]
+        pos = {v.pk: (i, j) for i, vs in enumerate(values) for j, v in enumerate(vs)}
+        return cls(dims, values, pos)
+
+    def project(self, value_ids: list[int]) -> tuple[int, ...]:
+        codes = [UNKNOWN] * len(self.dimensions)
+        for vid in value_ids:
+            p = self.value_pos.get(vid)
+            if p is not None:
+                codes[p[0]] = p[1]
+        return tuple(codes)
+
+    def label(self, key: tuple[int, ...]) -> str:
+        parts = []
+        for i, code in enumerate(key):
+            if code == UNKNOWN:
+                parts.append(f"{self.dimensions[i].name.lower()} unrecorded")
+            else:
+                parts.append(self.values[i][code].label)
+        return " · ".join(parts)
+
+    def value_ids(self, key: tuple[int, ...]) -> list[int]:
+        return [self.values[i][c].pk for i, c in enumerate(key) if c != UNKNOWN]
+
+    def slugs(self, key: tuple[int, ...]) -> dict[str, str]:
+        return {
+            self.dimensions[i].slug: (self.values[i][c].slug if c != UNKNOWN else "")
+            for i, c in enumerate(key)
+        }
+
+
+@dataclass
+class DeploymentTarget:
+    deployment: Deployment
+    source: str  # "production" | "survey"
+    observations: int
+    shares: dict[tuple[int, ...], float]
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CampaignInputs:
+    space: DimensionSpace
+    keys: list[tuple[int, ...]]
+    target_share: np.ndarray
+    train_count: np.ndarray
+    trials: np.ndarray
+    successes: np.ndarray
+    top_deployment: list[str]
+    cycles_per_day: float
+    reliability_target: float
+    targets: list[DeploymentTarget]
+    train_total_raw: float
+    evidence: dict[str, Any]
+
+
+def _project_sets(space: DimensionSpace, set_ids: set[int]) -> dict[int, tuple[int, ...]]:
+    if not set_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, value_ids FROM sites_conditionset WHERE id = ANY(%s)", [list(set_ids)]
+        )
+        return {pk: space.project(values) for pk, values in cursor.fetchall()}
+
+
+def deployment_target(*, deployment: Deployment, space: DimensionSpace) -> DeploymentTarget:
+    """Return the deployment's target distribution over cells and where it came from."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH last AS (SELECT MAX(day) AS d FROM sites_productionlog WHERE deployment_id = %s)
+            SELECT condition_set_id, SUM(cycles), COUNT(DISTINCT day)
+            FROM sites_productionlog, last
+            WHERE deployment_id = %s AND day > last.d - %s
+            GROUP BY condition_set_id
+            """,
+            [deployment.pk, deployment.pk, PRODUCTION_WINDOW_DAYS],
+        )
+        rows = cursor.fetchall()
+        cursor.execute(
+            "SELECT COUNT(DISTINCT day) FROM sites_productionlog WHERE deployment_id = %s",
+            [deployment.pk],
+        )
+        days = cursor.fetchone()[0]
+    total = sum(r[1] for r in rows)
+    notes: list[str] = []
+    if total >= MIN_PRODUCTION_CYCLES and days >= MIN_PRODUCTION_DAYS:
+        projected = _project_sets(space, {r[0] for r in rows})
+        shares: dict[tuple[int, ...], float] = {}
+        unknown_mass = 0
+        for set_id, cycles, _ in rows:
+            key = projected[set_id]
+            if UNKNOWN in key:
+                unknown_mass += cycles
+                continue
+            shares[key] = shares.get(key, 0.0) + cycles
+        known = total - unknown_mass
+        if known > 0:
+            if unknown_mass:
+                notes.append(
+                    f"{unknown_mass / total:.1%} of logged cycles had unrecorded conditions"
+                )
+            return DeploymentTarget(
+                deployment,
+                "production",
+                int(total),
+                {k: v / known for k, v in shares.items()},
+                notes,
+            )
+    if total:
+        notes.append(
+            f"only {int(total):,} logged cycles over {days} days (needs {MIN_PRODUCTION_CYCLES:,} over "
+            f"{MIN_PRODUCTION_DAYS}): used the surveyed profile"
+        )
+    return _survey_target(deployment, space, notes)
+
+
+def _survey_target(
+    deployment: Deployment, space: DimensionSpace, notes: list[str]
+) -> DeploymentTarget:
+    """Product of the surveyed marginals (dimensions without a survey: uniform, noted)."""
+    marginals: list[np.ndarray] = [np.zeros(len(vs)) for vs in space.values]
+    surveyed = [False] * len(space.dimensions)
+    for share in ConditionShare.objects.filter(deployment=deployment).values("value_id", "share"):
+        pos = space.value_pos.get(share["value_id"])
+        if pos is not None:
+            marginals[pos[0]][pos[1]] += share["share"]
+            surveyed[pos[0]] = True
+    for i, ok in enumerate(surveyed):
+        if not ok or marginals[i].sum() <= 0:
+            marginals[i] = np.ones(len(space.values[i]))
+            notes.append(f"no survey of {space.dimensions[i].name.lower()}: assumed uniform")
+        marginals[i] = marginals[i] / marginals[i].sum()
+    supports = [np.flatnonzero(m > 0) for m in marginals]
+    shares = {}
+    for combo in itertools.product(*supports):
+        p = float(np.prod([marginals[i][c] for i, c in enumerate(combo)]))
+        if p > 0:
+            shares[tuple(int(c) for c in combo)] = p
+    n_shares = ConditionShare.objects.filter(deployment=deployment).count()
+    return DeploymentTarget(deployment, "survey", n_shares, shares, notes)
+
+
+def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> CampaignInputs:
+    """Assemble target, training and outcome arrays for a campaign's cells."""
+    space = DimensionSpace.build(organization_id=campaign.organization_id, slugs=slugs)
+    deployments = list(campaign.deployments.select_related("site").order_by("pk"))
+    if not deployments:
+        raise ValueError(f"campaign {campaign.slug!r} has no target deployments")
+    embodiment_ids = list(campaign.embodiments.values_list("pk", flat=True))
+    targets = [deployment_target(deployment=d, space=space) for d in deployments]
+    cycles = np.array([d.cycles_per_day for d in deployments], dtype=float)
+    weights = (
+        cycles / cycles.sum()
+        if cycles.sum() > 0
+        else np.full(len(deployments), 1 / len(deployments))
+    )
+
+    target: dict[tuple[int, ...], float] = {}
+    top: dict[tuple[int, ...], tuple[float, str]] = {}
+    for w, t in zip(weights, targets, strict=True):
+        for key, share in t.shares.items():
+            mass = w * share
+            target[key] = target.get(key, 0.0) + mass
+            if mass > top.get(key, (0.0, ""))[0]:
+                top[key] = (mass, t.deployment.site.name)
+
+    # Training coverage: one GROUP BY over the episode table (index-only on the covering index).
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT embodiment_id, condition_set_id, SUM(episode_count)
+            FROM labeling_episode
+            WHERE organization_id = %s AND validated AND label_status <> 'rejected'
+              AND condition_set_id IS NOT NULL AND (task_id = %s OR task_id IS NULL)
+            GROUP BY embodiment_id, condition_set_id
+            """,
+            [campaign.organization_id, campaign.task_id],
+        )
+        train_rows = cursor.fetchall()
+    evidence, outcome_rows = _outcome_rows(campaign, deployments, embodiment_ids)
+    projected = _project_sets(space, {r[1] for r in train_rows} | {r[0] for r in outcome_rows})
+
+    train: dict[tuple[int, ...], float] = {}
+    own = set(embodiment_ids)
+    raw_total = 0.0
+    for emb_id, set_id, count in train_rows:
+        weight = 1.0 if emb_id in own else campaign.transfer_weight
+        key = projected[set_id]
+        train[key] = train.get(key, 0.0) + weight * float(count)
+        raw_total += float(count)
+    outcomes: dict[tuple[int, ...], list[int]] = {}
+    for set_id, observed, succeeded in outcome_rows:
+        key = projected[set_id]
+        if UNKNOWN in key:
+            continue
+        acc = outcomes.setdefault(key, [0, 0])
+        acc[0] += int(observed)
+        acc[1] += int(succeeded)
+
+    keys = sorted(set(target) | {k for k, v in train.items() if v > 0})
+    index = {k: i for i, k in enumerate(keys)}
+    size = len(keys)
+    target_share = np.zeros(size)
+    train_count = np.zeros(size)
+    trials = np.zeros(size, dtype=np.int64)
+    successes = np.zeros(size, dtype=np.int64)
+    for k, v in target.items():
+        target_share[index[k]] = v
+    for k, v in train.items():
+        if v > 0:
+            train_count[index[k]] = v
+    for k, (n_trials, n_successes) in outcomes.items():
+        if k in index:
+            trials[index[k]] = n_trials
+            successes[index[k]] = n_successes
+    target_share = target_share / target_share.sum()
+    reliability_target = campaign.reliability_goal
+    return CampaignInputs(
+        space=space,
+        keys=keys,
+        target_share=target_share,
+        train_count=train_count,
+        trials=trials,
+        successes=successes,
+        top_deployment=[top.get(k, (0.0, ""))[1] for k in keys],
+        cycles_per_day=float(cycles.sum()),
+        reliability_target=reliability_target,
+        targets=targets,
+        train_total_raw=raw_total,
+        evidence=evidence,
+    )
+
+
+def _outcome_rows(
+    campaign: Campaign, deployments: list[Deployment], embodiment_ids: list[int]
+) -> tuple[dict[str, Any], list[tuple[int, int, int]]]:
+    """Observed outcomes per condition set: the latest policy's evaluations plus recent production."""
+    from analytics.models import PolicyVersion
+
+    policy = (
+        PolicyVersion.objects.filter(
+            organization_id=campaign.organization_id, embodiment_id__in=embodiment_ids
+        )
+        .order_by("-released_on", "-created_at")
+        .first()
+    )
+    dep_ids = [d.pk for d in deployments]
+    rows: list[tuple[int, int, int]] = []
+    evidence: dict[str, Any] = {"policy": policy.name if policy else None}
+    with connection.cursor() as cursor:
+        if policy is not None:
+            cursor.execute(
+                """
+                SELECT r.condition_set_id, SUM(r.trials), SUM(r.successes)
+                FROM analytics_evaluationresult r JOIN analytics_evaluationrun e ON e.id = r.run_id
+                WHERE e.policy_version_id = %s AND (e.deployment_id = ANY(%s) OR e.deployment_id IS NULL)
+                GROUP BY r.condition_set_id
+                """,
+                [policy.pk, dep_ids],
+            )
+            eval_rows = cursor.fetchall()
+            rows.extend(eval_rows)
+            evidence["evaluation_trials"] = int(sum(r[1] for r in eval_rows))
+        since = policy.released_on if policy and policy.released_on else None
+        cursor.execute(
+            """
+            SELECT condition_set_id, SUM(cycles), SUM(cycles - failures)
+            FROM sites_productionlog
+            WHERE deployment_id = ANY(%s) AND (%s::date IS NULL OR day >= %s::date)
+            GROUP BY condition_set_id
+            """,
+            [dep_ids, since, since],
+        )
+        prod_rows = cursor.fetchall()
+        rows.extend(prod_rows)
+        evidence["production_cycles"] = int(sum(r[1] for r in prod_rows))
+        evidence["production_since"] = since.isoformat() if since else None
+    return evidence, rows
+
+
+def feature_samples(
+    *, campaign: Campaign, limit: int = 4000
+) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """Continuous measurements of training episodes and of the target sites, same columns."""
+    dep_ids = list(campaign.deployments.values_list("pk", flat=True))
+    target = list(
+        ConditionSample.objects.filter(deployment_id__in=dep_ids).values_list(
+            "features", flat=True
+        )[:limit]
+    )
+    if not target:
+        return None
+    with connection.cursor() as cursor:
+        # A deterministic spread sample of the training side: every k-th id, k from the
+        # planner's row estimate, so it never scans and sorts millions of rows.
+        cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE relname = 'labeling_episode'")
+        estimate = max(1, int(cursor.fetchone()[0] or 1))
+        # SYSTEM sampling reads only a few pages; REPEATABLE makes it deterministic.
+        percent = min(100.0, 100.0 * 4 * limit / estimate) if estimate > 4 * limit else 100.0
+        cursor.execute(
+            f"""
+            SELECT features FROM labeling_episode TABLESAMPLE SYSTEM ({percent:.4f}) REPEATABLE (17)
+            WHERE organization_id = %s AND validated AND features <> '{{}}'::jsonb
+              AND (task_id = %s OR task_id IS NULL)
+            LIMIT %s
+            """,
+            [campaign.organization_id, campaign.task_id, limit],
+        )
+        # Django's cursor hands jsonb back as text (JSONField decodes it, raw SQL must).
+        train = [
+            json.loads(row[0]) if isinstance(row[0], str) else row[0] for row in cursor.fetchall()
+        ]
+    if not train:
+        return None
+    names = sorted({k for f in target for k in f} & {k for f in train for k in f})
+    if not names:
+        return None
+
+    def matrix(rows: list[dict[str, Any]]) -> np.ndarray:
+        return np.array(
+            [
+                [float(r.get(n, np.nan)) if r.get(n) is not None else np.nan for n in names]
+                for r in rows
+            ]
+        )
+
+    return names, matrix(train), matrix(target)

@@ -1,0 +1,160 @@
+"""Collection strategies compared by the campaign simulator: functions of an Observation.
+
+Every strategy maps an :class:`~analytics.steering.observation.Observation` to whole
+episodes per cell whose cost fits the round's budget. None of them can see how the world
+really responds to data: they get the observable record only (this module imports nothing
+from the simulator, and a test keeps it that way).
+
+* **steered** — refit the learning curves on the whole evaluation history
+  (:func:`analytics.steering.learning.fit_curve_set`) and spend the budget with the
+  recommender (:func:`analytics.steering.recommend.recommend`).
+* **uniform** — the same number of episodes in every cell with target mass.
+* **proportional** — episodes in proportion to target share.
+* **more-of-the-same** — episodes in proportion to the current training distribution
+  (what a team does when it keeps collecting where it already collects).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from analytics.steering.learning import EvaluationRows, fit_curve_set
+from analytics.steering.observation import FloatArray, IntArray, Observation, Strategy
+from analytics.steering.recommend import CellInput, Exploration, recommend
+
+STRATEGY_NAMES: tuple[str, ...] = ("steered", "uniform", "proportional", "more-of-the-same")
+
+
+def split_budget(weights: npt.ArrayLike, cost: npt.ArrayLike, budget: float) -> IntArray:
+    """Return whole episodes per cell proportional to ``weights`` within ``budget``.
+
+    Spend is split in proportion to the weights (each cell's share of the budget buys
+    ``share / cost`` episodes, rounded down), then leftover budget buys single episodes
+    for the cells with the largest shortfall that still fit. Deterministic; all-zero
+    weights give nothing.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    c = np.asarray(cost, dtype=np.float64)
+    k = np.zeros(w.size, dtype=np.int64)
+    total = float(w.sum())
+    if total <= 0 or budget <= 0:
+        return k
+    exact = budget * w / total / c
+    k = np.floor(exact + 1e-9).astype(np.int64)
+    left = budget - float(np.dot(c, k))
+    shortfall = exact - k
+    for i in np.lexsort((np.arange(w.size), -shortfall)).tolist():
+        if w[i] > 0 and c[i] <= left + 1e-9:
+            k[i] += 1
+            left -= c[i]
+    return k
+
+
+def uniform(observation: Observation) -> IntArray:
+    """Spend the budget equally over the cells with target mass."""
+    has_mass = (observation.target_share > 0).astype(np.float64)
+    # Equal episodes, not equal spend: weight each cell's spend by its cost.
+    return split_budget(
+        has_mass * observation.cost_per_episode, observation.cost_per_episode, observation.budget
+    )
+
+
+def proportional(observation: Observation) -> IntArray:
+    """Spend the budget on episodes in proportion to target share."""
+    return split_budget(
+        observation.target_share * observation.cost_per_episode,
+        observation.cost_per_episode,
+        observation.budget,
+    )
+
+
+def more_of_the_same(observation: Observation) -> IntArray:
+    """Collect in proportion to the training data already held (proportional if none)."""
+    n = observation.train_count
+    weights = n if n.sum() > 0 else observation.target_share
+    return split_budget(
+        weights * observation.cost_per_episode, observation.cost_per_episode, observation.budget
+    )
+
+
+def evaluation_rows(observation: Observation) -> EvaluationRows:
+    """Return the observation's evaluation history as rows for the curve refit."""
+    evaluations, size = observation.eval_trials.shape
+    cells = np.tile(np.arange(size, dtype=np.int64), evaluations)
+    trials = observation.eval_trials.reshape(-1)
+    keep = trials > 0
+    return EvaluationRows(
+        cell=cells[keep],
+        train_count=observation.eval_train_count.reshape(-1)[keep],
+        trials=trials[keep],
+        successes=observation.eval_successes.reshape(-1)[keep],
+        n_cells=size,
+    ).merged()
+
+
+def make_steered(
+    *, seed: int = 0, exploration: Exploration | None = None
+) -> Callable[[Observation], IntArray]:
+    """Return the steered strategy: refit curves on the history, then recommend.
+
+    The recommender's seed is ``seed`` plus the round number, so a campaign is
+    reproducible and Thompson draws differ between rounds.
+    """
+
+    def steered(observation: Observation) -> IntArray:
+        curves = fit_curve_set(evaluation_rows(observation), observation.train_count)
+        cells = [
+            CellInput(
+                id=label,
+                target_share=float(observation.target_share[i]),
+                train_count=float(observation.train_count[i]),
+                trials=int(observation.latest_trials[i]),
+                successes=int(observation.latest_successes[i]),
+                cost_per_episode=float(observation.cost_per_episode[i]),
+            )
+            for i, label in enumerate(observation.labels)
+        ]
+        result = recommend(
+            cells,
+            observation.budget,
+            observation.cycles_per_day,
+            seed=seed + observation.round,
+            exploration=exploration,
+            curves=curves,
+        )
+        return result.episodes.copy()
+
+    return steered
+
+
+def get_strategy(name: str, *, seed: int = 0, exploration: Exploration | None = None) -> Strategy:
+    """Return the strategy called ``name`` (one of :data:`STRATEGY_NAMES`).
+
+    Raises ValueError for an unknown name.
+    """
+    if name == "steered":
+        return make_steered(seed=seed, exploration=exploration)
+    table: dict[str, Strategy] = {
+        "uniform": uniform,
+        "proportional": proportional,
+        "more-of-the-same": more_of_the_same,
+    }
+    if name not in table:
+        raise ValueError(f"unknown strategy {name!r}; choose from {', '.join(STRATEGY_NAMES)}")
+    return table[name]
+
+
+__all__ = [
+    "STRATEGY_NAMES",
+    "FloatArray",
+    "evaluation_rows",
+    "get_strategy",
+    "make_steered",
+    "more_of_the_same",
+    "proportional",
+    "split_budget",
+    "uniform",
+]

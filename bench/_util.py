@@ -1,0 +1,63 @@
+"""Helpers the benchmarks share: set up Django and remove a benchmark's organization."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+
+def setup_django() -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    import django
+
+    django.setup()
+
+
+def purge_organizations(*slugs: str) -> None:
+    """Delete benchmark organizations and everything they own, children first.
+
+    The domain protects its foreign keys on purpose (no cascading deletes of real work), so
+    a benchmark tears its own world down explicitly, in one transaction.
+    """
+    from django.db import connection, transaction
+
+    from accounts.models import Organization
+
+    ids = list(Organization.objects.filter(slug__in=slugs).values_list("pk", flat=True))
+    if not ids:
+        return
+    from analytics.models import EvaluationRun, GapReport, PolicyVersion
+    from campaigns.models import Campaign, FieldTeam
+    from labeling.models import Dataset
+    from sites.models import (
+        ConditionDimension,
+        ConditionSet,
+        Deployment,
+        Embodiment,
+        FailureMode,
+        Site,
+        Task,
+    )
+
+    big_tables = [
+        "DELETE FROM analytics_gapcell WHERE report_id IN "
+        "(SELECT id FROM analytics_gapreport WHERE organization_id = ANY(%(ids)s))",
+        "DELETE FROM labeling_episode WHERE organization_id = ANY(%(ids)s)",
+        "DELETE FROM sites_failurerecord WHERE organization_id = ANY(%(ids)s)",
+        "DELETE FROM sites_productionlog WHERE deployment_id IN "
+        "(SELECT id FROM sites_deployment WHERE organization_id = ANY(%(ids)s))",
+    ]
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            for sql in big_tables:
+                cursor.execute(sql, {"ids": ids})
+        for model in (GapReport, EvaluationRun, PolicyVersion, Campaign, FieldTeam, Dataset):
+            model.objects.filter(organization_id__in=ids).delete()
+        while FailureMode.objects.filter(organization_id__in=ids).exists():
+            FailureMode.objects.filter(organization_id__in=ids, children__isnull=True).delete()
+        for model in (Deployment, Site, ConditionSet, ConditionDimension, Embodiment, Task):
+            model.objects.filter(organization_id__in=ids).delete()
+        Organization.objects.filter(pk__in=ids, kind="customer").delete()
+        Organization.objects.filter(pk__in=ids).delete()

@@ -1,0 +1,477 @@
+"""Writes for field tablets: records submitted once, whatever the network does.
+
+The tablet keeps every action in an outbox until the server confirms it and resends it as
+often as it must. The rules that make that safe:
+
+* ``(organization, uuid)`` is unique in the database. The first arrival of a UUID is stored
+  together with the server's answer (``result``); a later arrival with the same content gets
+  that answer again (``created`` is False) and changes nothing.
+* The content of a record is the SHA-256 of the canonical JSON of kind, task and payload. A
+  later arrival of a UUID with other content raises :class:`RecordConflict`: it is refused,
+  never merged, and the tablet shows it to the person.
+* Two arrivals at the same moment race on the unique constraint; the loser's insert fails,
+  it re-reads the winner's row and answers as a replay.
+* A record made against a task the manager has changed since the tablet saw it (version),
+  cancelled, or given to another team is still stored (and a capture still creates its
+  episode): captured data is never lost. It is marked ``stale`` with the reason, shown on the
+  progress page and on the tablet, and never applied over the manager's decision: status
+  moves from the field (start, blocked, finish) apply only from the statuses they expect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid as uuid_module
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.core.files.uploadedfile import UploadedFile
+from django.db import IntegrityError, transaction
+from django.db.models import Q, Sum
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from accounts.models import Role, membership_of
+from accounts.services import audit_record
+from campaigns.models import CaptureTarget, CollectionTask, FieldRecord, FieldTeam, ProtocolStep
+from labeling.models import Episode
+from sites.models import FailureMode
+
+BLOCK_REASONS: dict[str, str] = {
+    "site_closed": "Site closed",
+    "robot_fault": "Robot fault",
+    "condition_not_stageable": "Condition cannot be staged",
+    "other": "Other",
+}
+NOTE_MAX = 5000
+CAPTION_MAX = 300
+PHOTO_MAX_BYTES = 15 * 1024 * 1024
+PHOTO_TYPES = {
+    "image/jpeg": "jpg",
+    "image/png": "png",
+    "image/webp": "webp",
+    "image/heic": "heic",
+    "image/heif": "heif",
+    "image/gif": "gif",
+}
+
+# Status moves a field record may make, and the statuses each may start from. Anything else
+# (a cancelled task, a task not yet published) is left as the manager set it.
+FIELD_STATUS_MOVES: dict[str, tuple[frozenset[str], str]] = {
+    FieldRecord.Kind.START: (
+        frozenset({CollectionTask.Status.PUBLISHED}),
+        CollectionTask.Status.IN_PROGRESS,
+    ),
+    FieldRecord.Kind.BLOCKED: (
+        frozenset({CollectionTask.Status.PUBLISHED, CollectionTask.Status.IN_PROGRESS}),
+        CollectionTask.Status.BLOCKED,
+    ),
+    FieldRecord.Kind.UNBLOCKED: (
+        frozenset({CollectionTask.Status.BLOCKED}),
+        CollectionTask.Status.IN_PROGRESS,
+    ),
+    FieldRecord.Kind.FINISH: (
+        frozenset({CollectionTask.Status.PUBLISHED, CollectionTask.Status.IN_PROGRESS}),
+        CollectionTask.Status.DONE,
+    ),
+}
+
+
+class FieldRecordInvalid(Exception):
+    """The record cannot be stored as sent (unknown kind, malformed payload); resending won't help."""
+
+
+class FieldTaskNotFound(Exception):
+    """The record names a task the sender's organization does not have."""
+
+
+class RecordConflict(Exception):
+    """The UUID is already stored with other content; the new content is refused."""
+
+    def __init__(self, record: FieldRecord, submitted_sha256: str) -> None:
+        super().__init__(
+            f"Record {record.uuid} was already received on "
+            f"{record.received_at:%Y-%m-%d %H:%M:%S} UTC with different content; "
+            "this version was not stored."
+        )
+        self.record = record
+        self.submitted_sha256 = submitted_sha256
+
+
+@dataclass(frozen=True)
+class CleanRecord:
+    """A record's content after validation: what is hashed and stored."""
+
+    kind: str
+    task_id: int
+    payload: dict[str, Any]
+
+    @property
+    def sha256(self) -> str:
+        return content_sha256(kind=self.kind, task_id=self.task_id, payload=self.payload)
+
+
+def content_sha256(*, kind: str, task_id: int, payload: dict[str, Any]) -> str:
+    """Return the SHA-256 of the canonical JSON of kind, task and payload (the record's content)."""
+    canonical = json.dumps(
+        {"kind": kind, "task": task_id, "payload": payload},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _int_or_none(value: Any, name: str) -> int | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise FieldRecordInvalid(f"{name} must be an id.")
+    try:
+        number = int(value)
+    except ValueError:
+        raise FieldRecordInvalid(f"{name} must be an id.") from None
+    if number <= 0:
+        raise FieldRecordInvalid(f"{name} must be a positive id.")
+    return number
+
+
+def _text(value: Any, name: str, limit: int) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise FieldRecordInvalid(f"{name} must be text.")
+    text = value.strip()
+    if len(text) > limit:
+        raise FieldRecordInvalid(f"{name} is longer than {limit} characters.")
+    return text
+
+
+def field_record_clean(*, kind: str, task_id: Any, payload: Any) -> CleanRecord:
+    """Validate a record's shape (no database access) and return its canonical content.
+
+    Raises FieldRecordInvalid naming what is wrong. Unknown payload keys are dropped, so the
+    stored content is exactly what the server understood.
+    """
+    if kind not in FieldRecord.Kind.values:
+        raise FieldRecordInvalid(
+            f"Unknown record kind {kind!r} (one of {', '.join(FieldRecord.Kind.values)})."
+        )
+    task = _int_or_none(task_id, "task")
+    if task is None:
+        raise FieldRecordInvalid("A record needs the id of its task.")
+    if payload is None:
+        payload = {}
+    if not isinstance(payload, dict):
+        raise FieldRecordInvalid("payload must be a JSON object.")
+    clean: dict[str, Any]
+    if kind == FieldRecord.Kind.STEP_DONE:
+        step = _int_or_none(payload.get("step"), "step")
+        if step is None:
+            raise FieldRecordInvalid("A step_done record needs the step id.")
+        clean = {"step": step, "title": _text(payload.get("title"), "title", 200)}
+    elif kind == FieldRecord.Kind.CAPTURE:
+        calibration = bool(payload.get("calibration", False))
+        outcome = payload.get("outcome") or (
+            Episode.Outcome.UNKNOWN if calibration else Episode.Outcome.SUCCESS
+        )
+        if outcome not in Episode.Outcome.values:
+            raise FieldRecordInvalid(f"Unknown outcome {outcome!r} (success, failure or unknown).")
+        failure_mode = _int_or_none(payload.get("failure_mode"), "failure_mode")
+        if failure_mode is not None and outcome != Episode.Outcome.FAILURE:
+            raise FieldRecordInvalid("Only a failed episode has a failure mode.")
+        clean = {
+            "target": _int_or_none(payload.get("target"), "target"),
+            "outcome": outcome,
+            "failure_mode": failure_mode,
+            "calibration": calibration,
+        }
+    elif kind == FieldRecord.Kind.NOTE:
+        text = _text(payload.get("text"), "Note", NOTE_MAX)
+        if not text:
+            raise FieldRecordInvalid("A note needs some text.")
+        clean = {"text": text, "step": _int_or_none(payload.get("step"), "step")}
+    elif kind == FieldRecord.Kind.PHOTO:
+        digest = payload.get("sha256")
+        if not isinstance(digest, str) or len(digest) != 64:
+            raise FieldRecordInvalid("A photo record is sent with its image file.")
+        clean = {
+            "sha256": digest,
+            "size": int(payload.get("size") or 0),
+            "content_type": str(payload.get("content_type") or ""),
+            "caption": _text(payload.get("caption"), "caption", CAPTION_MAX),
+        }
+    elif kind == FieldRecord.Kind.BLOCKED:
+        reason = payload.get("reason")
+        if reason not in BLOCK_REASONS:
+            raise FieldRecordInvalid(
+                f"Unknown blocking reason {reason!r} (one of {', '.join(BLOCK_REASONS)})."
+            )
+        clean = {"reason": reason, "detail": _text(payload.get("detail"), "detail", 300)}
+    else:  # start, finish, unblocked carry nothing but their time
+        clean = {}
+    return CleanRecord(kind=kind, task_id=task, payload=clean)
+
+
+def _client_time(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, str):
+        parsed = parse_datetime(value)
+        if parsed is None:
+            raise FieldRecordInvalid("client_created_at must be an ISO 8601 date and time.")
+        moment = parsed
+    else:
+        raise FieldRecordInvalid("client_created_at must be an ISO 8601 date and time.")
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment, timezone.get_fixed_timezone(0))
+    return moment
+
+
+def _replay(record: FieldRecord, sha256: str) -> tuple[FieldRecord, bool]:
+    if record.payload_sha256 != sha256:
+        raise RecordConflict(record, sha256)
+    return record, False
+
+
+def field_record_submit(
+    *,
+    user: Any,
+    uuid: uuid_module.UUID | str,
+    kind: str,
+    task_id: Any,
+    payload: Any,
+    client_created_at: Any,
+    task_version_seen: Any,
+    photo: UploadedFile | None = None,
+) -> tuple[FieldRecord, bool]:
+    """Store one tablet record exactly once and return it with whether this call created it.
+
+    A replay with the same content returns the stored record (and its original ``result``);
+    raises RecordConflict for the same UUID with other content, FieldRecordInvalid for a
+    malformed record and FieldTaskNotFound for a task outside the sender's organization.
+    See the module docstring for staleness.
+    """
+    membership = membership_of(user)
+    if membership is None:
+        raise FieldRecordInvalid("Only members of an organization can submit field records.")
+    try:
+        record_uuid = uuid_module.UUID(str(uuid))
+    except ValueError:
+        raise FieldRecordInvalid("uuid must be a UUID.") from None
+    try:
+        version_seen = int(task_version_seen)
+    except (TypeError, ValueError):
+        raise FieldRecordInvalid(
+            "task_version_seen must be the task version the tablet had."
+        ) from None
+    if version_seen < 0:
+        raise FieldRecordInvalid("task_version_seen must not be negative.")
+    raw_payload = dict(payload or {}) if isinstance(payload, dict) else payload
+    if kind == FieldRecord.Kind.PHOTO:
+        raw_payload = {**(raw_payload or {}), **_photo_facts(photo)}
+    clean = field_record_clean(kind=kind, task_id=task_id, payload=raw_payload)
+    created_at = _client_time(client_created_at)
+    sha256 = clean.sha256
+    org_id = membership.organization_id
+
+    existing = FieldRecord.objects.filter(organization_id=org_id, uuid=record_uuid).first()
+    if existing is not None:
+        return _replay(existing, sha256)
+
+    task = (
+        CollectionTask.objects.filter(round__campaign__organization_id=org_id, pk=clean.task_id)
+        .select_related("round__campaign", "round__dataset")
+        .first()
+    )
+    if task is None:
+        raise FieldTaskNotFound(f"Task {clean.task_id} does not exist in your organization.")
+
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                record = FieldRecord.objects.create(
+                    organization_id=org_id,
+                    uuid=record_uuid,
+                    task=task,
+                    author=user,
+                    kind=clean.kind,
+                    payload=clean.payload,
+                    payload_sha256=sha256,
+                    client_created_at=created_at,
+                    task_version_seen=version_seen,
+                )
+        except IntegrityError:
+            # Another request with this UUID committed first: answer as its replay.
+            winner = FieldRecord.objects.get(organization_id=org_id, uuid=record_uuid)
+            return _replay(winner, sha256)
+        _apply(record=record, task=task, user=user, role=membership.role, photo=photo)
+    return record, True
+
+
+def _photo_facts(photo: UploadedFile | None) -> dict[str, Any]:
+    if photo is None:
+        raise FieldRecordInvalid("A photo record is sent with its image file.")
+    if photo.size is not None and photo.size > PHOTO_MAX_BYTES:
+        raise FieldRecordInvalid(f"The photo is larger than {PHOTO_MAX_BYTES // (1024 * 1024)} MB.")
+    content_type = (photo.content_type or "").split(";")[0].strip().lower()
+    if content_type not in PHOTO_TYPES:
+        raise FieldRecordInvalid(f"A photo must be an image (got {content_type or 'no type'}).")
+    digest = hashlib.sha256()
+    for chunk in photo.chunks():
+        digest.update(chunk)
+    photo.seek(0)
+    return {"sha256": digest.hexdigest(), "size": photo.size or 0, "content_type": content_type}
+
+
+def _staleness(*, record: FieldRecord, task: CollectionTask, user: Any, role: str) -> str:
+    if task.status == CollectionTask.Status.CANCELLED:
+        return FieldRecord.StaleReason.CANCELLED
+    if role == Role.FIELD and not (
+        task.team_id
+        and FieldTeam.members.through.objects.filter(
+            fieldteam_id=task.team_id, user_id=user.pk
+        ).exists()
+    ):
+        return FieldRecord.StaleReason.REASSIGNED
+    if task.version > record.task_version_seen:
+        return FieldRecord.StaleReason.CHANGED
+    return FieldRecord.StaleReason.NONE
+
+
+def _apply(*, record: FieldRecord, task: CollectionTask, user: Any, role: str, photo: Any) -> None:
+    """Carry out what a newly stored record means and keep the answer in ``record.result``."""
+    reason = _staleness(record=record, task=task, user=user, role=role)
+    payload = record.payload
+    result: dict[str, Any] = {}
+    if record.kind == FieldRecord.Kind.CAPTURE:
+        target = _task_target(task=task, target_id=payload.get("target"))
+        if payload.get("target") and target is None:
+            # Kept against the round's target when the manager took it off the task.
+            target = CaptureTarget.objects.filter(
+                round_id=task.round_id, pk=payload["target"]
+            ).first()
+            reason = reason or FieldRecord.StaleReason.TARGET_REMOVED
+        episode = _episode_create(record=record, task=task, target=target)
+        record.target = target
+        record.episode = episode
+        result = {"episode": episode.pk, "target": target.pk if target else None}
+        if target is not None and not payload.get("calibration"):
+            # This record is not saved yet: the others' total plus this one.
+            captured = _captured(task_id=task.pk, target_id=target.pk)
+            if payload["outcome"] in captured:
+                captured[payload["outcome"]] += episode.episode_count
+            result["captured"] = captured
+    elif record.kind == FieldRecord.Kind.STEP_DONE:
+        step = ProtocolStep.objects.filter(task=task, pk=payload["step"]).first()
+        record.step = step
+        result = {"step": step.pk if step else None}
+    elif record.kind == FieldRecord.Kind.NOTE:
+        if payload.get("step"):
+            record.step = ProtocolStep.objects.filter(task=task, pk=payload["step"]).first()
+    elif record.kind == FieldRecord.Kind.PHOTO:
+        ext = PHOTO_TYPES[payload["content_type"]]
+        name = f"photo.{ext}"
+        storage = record.photo.storage
+        path = record.photo.field.generate_filename(record, name)
+        if storage.exists(path):
+            # Left by an attempt whose transaction rolled back; this UUID is ours now.
+            storage.delete(path)
+        record.photo.save(name, photo, save=False)
+        result = {"photo": True, "size": payload["size"]}
+    if record.kind in FIELD_STATUS_MOVES:
+        result.update(_status_move(record=record, task=task, user=user, stale_reason=reason))
+    record.stale = bool(reason)
+    record.stale_reason = reason
+    result["stale"] = reason or None
+    result["task_version"] = task.version
+    record.result = result
+    record.save(
+        update_fields=["target", "step", "episode", "photo", "stale", "stale_reason", "result"]
+    )
+
+
+def _task_target(*, task: CollectionTask, target_id: int | None) -> CaptureTarget | None:
+    if not target_id:
+        return None
+    return CaptureTarget.objects.filter(task_targets__task=task, pk=target_id).first()
+
+
+def _episode_create(
+    *, record: FieldRecord, task: CollectionTask, target: CaptureTarget | None
+) -> Episode:
+    round = task.round
+    if round.dataset_id is None:
+        raise FieldRecordInvalid(
+            f"Round {round.number} has no capture dataset; ask the manager to recreate the round."
+        )
+    payload = record.payload
+    failure_mode_id = None
+    if payload.get("failure_mode"):
+        failure_mode_id = (
+            FailureMode.objects.filter(
+                organization_id=record.organization_id, pk=payload["failure_mode"]
+            )
+            .values_list("pk", flat=True)
+            .first()
+        )
+    return Episode.objects.create(
+        organization_id=record.organization_id,
+        dataset_id=round.dataset_id,
+        key=str(record.uuid),
+        embodiment_id=task.embodiment_id,
+        site_id=task.site_id,
+        task_id=round.campaign.task_id,
+        condition_set_id=target.condition_set_id if target else None,
+        outcome=payload["outcome"],
+        failure_mode_id=failure_mode_id,
+        provenance=Episode.Provenance.CAPTURED,
+        validated=False,  # capture validation sets it once the recording passes
+        recorded_at=record.client_created_at,
+        extra={
+            "field_record": str(record.uuid),
+            "collection_task": task.pk,
+            "target": target.pk if target else None,
+            "calibration": bool(payload.get("calibration")),
+        },
+    )
+
+
+def _captured(*, task_id: int, target_id: int) -> dict[str, int]:
+    totals = FieldRecord.objects.filter(
+        task_id=task_id, target_id=target_id, kind=FieldRecord.Kind.CAPTURE, episode__isnull=False
+    ).aggregate(
+        success=Sum("episode__episode_count", filter=Q(episode__outcome=Episode.Outcome.SUCCESS)),
+        failure=Sum("episode__episode_count", filter=Q(episode__outcome=Episode.Outcome.FAILURE)),
+    )
+    return {"success": totals["success"] or 0, "failure": totals["failure"] or 0}
+
+
+def _status_move(
+    *, record: FieldRecord, task: CollectionTask, user: Any, stale_reason: str
+) -> dict[str, Any]:
+    """Move the task's status as the record asks, unless the manager's state says otherwise."""
+    allowed_from, to_status = FIELD_STATUS_MOVES[record.kind]
+    if stale_reason in (FieldRecord.StaleReason.CANCELLED, FieldRecord.StaleReason.REASSIGNED):
+        return {"applied": False, "task_status": task.status}
+    fields: dict[str, Any] = {"status": to_status}
+    if record.kind == FieldRecord.Kind.BLOCKED:
+        label = BLOCK_REASONS[record.payload["reason"]]
+        detail = record.payload.get("detail")
+        fields["blocked_reason"] = (f"{label}: {detail}" if detail else label)[:300]
+    elif record.kind == FieldRecord.Kind.UNBLOCKED:
+        fields["blocked_reason"] = ""
+    # Conditional on the status: a manager's cancel or re-plan in between is never overwritten.
+    moved = CollectionTask.objects.filter(pk=task.pk, status__in=allowed_from).update(**fields)
+    current = CollectionTask.objects.filter(pk=task.pk).values_list("status", flat=True).first()
+    if moved:
+        audit_record(
+            organization=record.organization_id,
+            actor=user,
+            verb=f"task.field_{record.kind}",
+            obj=task,
+            changes={"status": [task.status, to_status], "record": str(record.uuid)},
+        )
+    return {"applied": bool(moved), "task_status": current}

@@ -1,0 +1,589 @@
+// Fieldcraft field app: today's tasks and one protocol step at a time, for a tablet in one
+// hand. Every action is a record written to the outbox first (see sync.js); the screen is
+// drawn from IndexedDB, so it looks the same online, offline and after a reload.
+(function () {
+  "use strict";
+
+  const body = document.body;
+  const config = {
+    user: body.dataset.user,
+    sw: body.dataset.sw,
+    scope: body.dataset.scope,
+    tasks: body.dataset.apiTasks,
+    records: body.dataset.apiRecords,
+    photos: body.dataset.apiPhotos,
+    login: body.dataset.login,
+  };
+  const MOVES = {
+    start: [["published"], "in_progress"],
+    blocked: [["published", "in_progress"], "blocked"],
+    unblocked: [["blocked"], "in_progress"],
+    finish: [["published", "in_progress"], "done"],
+  };
+  const STATUS_LABELS = {
+    planned: "Planned", published: "Published", in_progress: "In progress",
+    done: "Done", blocked: "Blocked", cancelled: "Cancelled",
+  };
+  const STALE_LABELS = {
+    changed: "stored; the manager had changed the task",
+    cancelled: "stored; the task was cancelled",
+    reassigned: "stored; the task is with another team",
+    target_removed: "stored; the target was taken off the task",
+  };
+  const KIND_LABELS = {
+    step_done: "Step done", capture: "Episode", note: "Note", photo: "Photo",
+    start: "Started", finish: "Finished", blocked: "Blocked", unblocked: "Blocker cleared",
+  };
+
+  let store = null;
+  let sync = null;
+  const state = { tasks: [], outbox: [], sent: [], conflicts: [], meta: {}, panel: null, drafts: {}, loaded: false };
+  const thumbs = {};
+
+  // ---- tiny DOM helper (textContent only: nothing from the server becomes markup) ----
+  function h(tag, attrs) {
+    const el = document.createElement(tag);
+    const a = attrs || {};
+    Object.keys(a).forEach(function (k) {
+      const v = a[k];
+      if (v === null || v === undefined || v === false) return;
+      if (k === "text") el.textContent = v;
+      else if (k === "class") el.className = v;
+      else if (k.slice(0, 2) === "on") el.addEventListener(k.slice(2), v);
+      else el.setAttribute(k, v === true ? "" : v);
+    });
+    for (let i = 2; i < arguments.length; i++) append(el, arguments[i]);
+    return el;
+  }
+  function append(el, child) {
+    if (child === null || child === undefined || child === false) return;
+    if (Array.isArray(child)) { child.forEach(function (c) { append(el, c); }); return; }
+    el.appendChild(typeof child === "string" || typeof child === "number" ? document.createTextNode(String(child)) : child);
+  }
+
+  // ---- dates ----
+  function localToday() { return new Date().toLocaleDateString("en-CA"); }
+  function fmtDay(ymd) {
+    if (!ymd) return "Unscheduled";
+    return new Date(ymd + "T12:00:00").toLocaleDateString(undefined, { weekday: "long", day: "numeric", month: "long" });
+  }
+  function fmtTime(iso, tz) {
+    if (!iso) return "";
+    try {
+      return new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", hour12: false, timeZone: tz || undefined }).format(new Date(iso));
+    } catch (e) { return iso.slice(11, 16); }
+  }
+  function fmtClock(iso) {
+    return iso ? new Date(iso).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", hour12: false }) : "";
+  }
+
+  // ---- derived state ----
+  function taskById(id) { return state.tasks.find(function (t) { return t.id === id; }); }
+  function snapshotTime() { return Date.parse(state.meta.server_time || "") || 0; }
+  // Records the last task snapshot does not include yet: unsent, or confirmed after it.
+  function newerThanSnapshot(taskId) {
+    const since = snapshotTime();
+    return state.outbox.filter(function (r) { return r.task === taskId; }).concat(
+      state.sent.filter(function (r) { return r.task === taskId && (Date.parse(r.received_at || "") || 0) > since; }));
+  }
+  function allRecords(taskId) {
+    return state.outbox.filter(function (r) { return r.task === taskId; }).map(function (r) { return Object.assign({ state: "pending" }, r); })
+      .concat(state.sent.filter(function (r) { return r.task === taskId; }).map(function (r) { return Object.assign({ state: "sent" }, r); }))
+      .concat(state.conflicts.filter(function (r) { return r.task === taskId; }).map(function (r) { return Object.assign({ state: "refused" }, r); }))
+      .sort(function (a, b) { return a.client_created_at < b.client_created_at ? -1 : 1; });
+  }
+  function counts(task, targetId) {
+    const server = targetId ? ((task.targets || []).find(function (t) { return t.id === targetId; }) || {}).captured : task.captured_untargeted;
+    const c = { success: (server || {}).success || 0, failure: (server || {}).failure || 0 };
+    newerThanSnapshot(task.id).forEach(function (r) {
+      if (r.kind !== "capture" || r.payload.calibration || (r.payload.target || null) !== (targetId || null)) return;
+      if (r.payload.outcome === "failure") c.failure += 1; else c.success += 1;
+    });
+    return c;
+  }
+  function localStatus(task) {
+    let status = task.status;
+    newerThanSnapshot(task.id).filter(function (r) { return MOVES[r.kind]; })
+      .sort(function (a, b) { return a.client_created_at < b.client_created_at ? -1 : 1; })
+      .forEach(function (r) { if (MOVES[r.kind][0].indexOf(status) >= 0) status = MOVES[r.kind][1]; });
+    return status;
+  }
+  function stepDone(task, step) {
+    return step.done || allRecords(task.id).some(function (r) { return r.kind === "step_done" && r.state !== "refused" && r.payload.step === step.id; });
+  }
+  function firstOpenStep(task) {
+    const steps = task.steps || [];
+    for (let i = 0; i < steps.length; i++) if (!stepDone(task, steps[i])) return i;
+    return Math.max(0, steps.length - 1);
+  }
+  function taskTimes(task) {
+    let started = task.started_at;
+    let finished = task.finished_at;
+    allRecords(task.id).forEach(function (r) {
+      if (r.state === "refused") return;
+      if (r.kind === "start" && (!started || r.client_created_at < started)) started = r.client_created_at;
+      if (r.kind === "finish" && (!finished || r.client_created_at > finished)) finished = r.client_created_at;
+    });
+    return { started: started, finished: finished };
+  }
+  function plannedTotal(task) { return (task.targets || []).reduce(function (n, t) { return n + t.episodes_planned; }, 0); }
+  function capturedTotal(task) {
+    let n = 0;
+    (task.targets || []).forEach(function (t) { const c = counts(task, t.id); n += c.success + c.failure; });
+    const u = counts(task, null);
+    return n + u.success + u.failure;
+  }
+
+  // ---- routing ----
+  function route() {
+    const m = location.hash.match(/^#\/task\/(\d+)(?:\/step\/(\d+))?/);
+    if (!m) return { view: "list" };
+    return { view: "task", id: Number(m[1]), step: m[2] === undefined ? null : Number(m[2]) };
+  }
+  function go(hash) { if (location.hash !== hash) location.hash = hash; else render(); }
+
+  // ---- actions: every one is a record in the outbox ----
+  function record(task, kind, payload, extra) {
+    const r = Object.assign({
+      uuid: window.FieldStore.uuid4(), kind: kind, task: task.id, payload: payload || {},
+      client_created_at: new Date().toISOString(), task_version_seen: task.version,
+    }, extra || {});
+    if (navigator.vibrate) navigator.vibrate(25);
+    return sync.enqueue(r);
+  }
+  function capture(task, targetId, outcome, failureMode) {
+    return record(task, "capture", { target: targetId || null, outcome: outcome, failure_mode: failureMode || null, calibration: false });
+  }
+
+  function shrink(file) {
+    // Photos from tablet cameras run to megabytes; 1600 px JPEG is plenty to show a setup.
+    if (!window.createImageBitmap || !file.type || file.type.indexOf("image/") !== 0) return Promise.resolve(file);
+    return createImageBitmap(file).then(function (img) {
+      const scale = Math.min(1, 1600 / Math.max(img.width, img.height));
+      if (scale === 1 && file.size < 1500000) return file;
+      const canvas = document.createElement("canvas");
+      canvas.width = Math.round(img.width * scale);
+      canvas.height = Math.round(img.height * scale);
+      canvas.getContext("2d").drawImage(img, 0, 0, canvas.width, canvas.height);
+      return new Promise(function (resolve) {
+        canvas.toBlob(function (blob) { resolve(blob || file); }, "image/jpeg", 0.85);
+      });
+    }).catch(function () { return file; });
+  }
+
+  // ---- views ----
+  function statusBadge(status) {
+    return h("span", { class: "badge status-" + status, text: STATUS_LABELS[status] || status });
+  }
+
+  function taskCard(task) {
+    const status = localStatus(task);
+    const pending = state.outbox.filter(function (r) { return r.task === task.id; }).length;
+    const planned = plannedTotal(task);
+    const tz = task.site.timezone;
+    return h("li", null, h("a", { class: "task-card", href: "#/task/" + task.id, "data-task": task.id },
+      h("span", { class: "task-when" }, fmtDay(task.scheduled_date),
+        task.start_at ? " · " + fmtTime(task.start_at, tz) + "–" + fmtTime(task.end_at, tz) : ""),
+      h("strong", { class: "task-site", text: task.site.name }),
+      h("span", { class: "muted", text: task.site.address || "No address on file" }),
+      h("span", { class: "muted", text: "Access: " + task.site.access_window }),
+      h("span", { class: "task-tags" }, statusBadge(status),
+        planned ? h("span", { class: "badge", text: capturedTotal(task) + " / " + planned + " episodes" }) : null,
+        pending ? h("span", { class: "badge warn", text: pending + " waiting to sync" }) : null,
+        (task.changes || []).length ? h("span", { class: "badge bad", text: task.removed ? "No longer yours" : "Changed by manager" }) : null)));
+  }
+
+  function listView() {
+    const today = localToday();
+    const tasks = state.tasks.slice().sort(function (a, b) {
+      return (a.scheduled_date || "") + (a.start_at || "") < (b.scheduled_date || "") + (b.start_at || "") ? -1 : 1;
+    });
+    const current = tasks.filter(function (t) { return !t.removed; });
+    const todays = current.filter(function (t) { return t.scheduled_date === today; });
+    const coming = current.filter(function (t) { return t.scheduled_date > today; });
+    const earlier = tasks.filter(function (t) { return t.removed || !t.scheduled_date || t.scheduled_date < today; });
+    function section(title, list, empty) {
+      return [h("h2", { text: title }), list.length ? h("ul", { class: "task-list" }, list.map(taskCard)) : h("p", { class: "muted", text: empty })];
+    }
+    const never = !state.meta.fetched_at;
+    return h("div", null,
+      h("h1", { text: "Today, " + fmtDay(today) }),
+      never ? h("p", { class: "muted", text: sync && sync.online() ? "Loading your tasks…" : "Connect once to load your tasks; after that the app works offline." }) : null,
+      section("Today's tasks", todays, "No tasks today."),
+      section("Coming days", coming, "Nothing scheduled for the coming days."),
+      earlier.length ? section("Earlier and removed", earlier, "") : null);
+  }
+
+  function banners(task) {
+    const out = [];
+    const status = localStatus(task);
+    if (task.removed) {
+      out.push(h("div", { class: "banner bad" }, h("strong", { text: "This task is no longer on your team's list." }),
+        " It was reassigned, moved or cancelled. Records you made for it are kept and will sync; the manager sees them flagged."));
+    } else if (status === "cancelled") {
+      out.push(h("div", { class: "banner bad" }, h("strong", { text: "The manager cancelled this task." }),
+        " Anything you record is still kept and synced, flagged for the manager."));
+    }
+    const changes = task.changes || [];
+    if (changes.length) {
+      out.push(h("div", { class: "banner warn", role: "alert" },
+        h("strong", { text: "The manager changed this task:" }),
+        h("ul", null, changes.map(function (c) { return c.items.map(function (i) { return h("li", { text: i }); }); })),
+        h("button", { class: "tap", type: "button", onclick: function () { acknowledge(task); }, text: "Got it" })));
+    }
+    const older = state.outbox.filter(function (r) { return r.task === task.id && r.task_version_seen < task.version; }).length;
+    if (older) {
+      out.push(h("div", { class: "banner" }, older + (older === 1 ? " record" : " records") +
+        " waiting to sync were made before the manager's change. They will still be stored, flagged for the manager."));
+    }
+    const stale = state.sent.filter(function (r) { return r.task === task.id && r.stale_reason; }).length;
+    if (stale) out.push(h("div", { class: "banner" }, stale + " of your synced records here were flagged for the manager (made against an older version of the task)."));
+    return out;
+  }
+
+  function acknowledge(task) {
+    const copy = Object.assign({}, task, { changes: [] });
+    store.put("tasks", copy).then(reload);
+  }
+
+  function statusActions(task) {
+    const status = localStatus(task);
+    const times = taskTimes(task);
+    const tz = task.site.timezone;
+    const buttons = [];
+    if (status === "published") buttons.push(h("button", { class: "tap primary", type: "button", "data-action": "start", text: "Start task", onclick: function () { record(task, "start"); } }));
+    if (status === "published" || status === "in_progress") {
+      buttons.push(h("button", { class: "tap danger-outline", type: "button", "data-action": "blocked", text: "Report blocker", onclick: function () { state.panel = { kind: "blocked", task: task.id }; render(); } }));
+      buttons.push(h("button", { class: "tap", type: "button", "data-action": "finish", text: "Finish task", onclick: function () { state.panel = { kind: "finish", task: task.id }; render(); } }));
+    }
+    if (status === "blocked") buttons.push(h("button", { class: "tap primary", type: "button", "data-action": "unblocked", text: "Blocker cleared", onclick: function () { record(task, "unblocked"); } }));
+    return h("div", { class: "task-actions" },
+      h("div", { class: "button-row" }, buttons),
+      h("p", { class: "muted" },
+        times.started ? "Started " + fmtTime(times.started, tz) : "Not started",
+        times.finished ? " · finished " + fmtTime(times.finished, tz) : "",
+        status === "blocked" && task.blocked_reason ? " · blocked: " + task.blocked_reason : ""));
+  }
+
+  function counter(task, target) {
+    const targetId = target ? target.id : null;
+    const c = counts(task, targetId);
+    const planned = target ? target.episodes_planned : 0;
+    const done = c.success + c.failure;
+    return h("div", { class: "counter", "data-target": targetId === null ? "none" : targetId },
+      h("div", { class: "counter-head" },
+        h("strong", { text: target ? target.label : "Episodes" }),
+        target && target.failure_mode ? h("span", { class: "muted", text: " · provoke: " + target.failure_mode }) : null),
+      h("div", { class: "counter-nums" },
+        h("span", { class: "counter-total", text: planned ? done + " / " + planned : String(done) }),
+        h("span", { class: "muted", text: c.success + " success · " + c.failure + " failure" })),
+      planned ? h("div", { class: "meter" }, h("span", { style: "width:" + Math.min(100, Math.round(100 * done / planned)) + "%" })) : null,
+      h("div", { class: "button-row" },
+        h("button", { class: "tap big ok", type: "button", "data-action": "success", text: "+1 success", onclick: function () { capture(task, targetId, "success"); } }),
+        h("button", { class: "tap big bad", type: "button", "data-action": "failure", text: "+1 failure", onclick: function () { state.panel = { kind: "failure", task: task.id, target: targetId }; render(); } })));
+  }
+
+  function calibrationWidget(task) {
+    const server = task.calibration || [];
+    const known = {};
+    server.forEach(function (c) { known[c.uuid] = true; });
+    const local = allRecords(task.id).filter(function (r) { return r.kind === "capture" && r.payload.calibration && !known[r.uuid] && r.state !== "refused"; });
+    const rows = server.map(function (c) {
+      const label = c.status === "passed" ? "✓ Passed" : c.status === "failed" ? "✕ Failed" : "⏳ Awaiting recording";
+      return h("li", { class: "calib-" + c.status }, h("strong", { text: label }), " — " + c.detail);
+    }).concat(local.map(function (r) {
+      return h("li", { class: "calib-awaiting" }, h("strong", { text: r.state === "pending" ? "⏳ Recorded, waiting to sync" : "⏳ Awaiting recording" }),
+        " — recorded " + fmtClock(r.client_created_at));
+    }));
+    return h("div", { class: "calibration" },
+      rows.length ? h("ul", { class: "plain" }, rows) : h("p", { class: "muted", text: "No calibration episode recorded yet." }),
+      h("button", { class: "tap big", type: "button", "data-action": "calibration", text: "Calibration episode recorded",
+        onclick: function () { record(task, "capture", { target: null, outcome: "unknown", failure_mode: null, calibration: true }); } }));
+  }
+
+  // Jump to any step: protocols run to hundreds of steps.
+  function stepJump(task, index) {
+    const select = h("select", { id: "step-jump", "aria-label": "Go to step",
+      onchange: function (e) { go("#/task/" + task.id + "/step/" + e.target.value); } },
+      (task.steps || []).map(function (st, i) {
+        return h("option", { value: String(i), selected: i === index,
+          text: (stepDone(task, st) ? "✓ " : "") + (i + 1) + ". " + st.title });
+      }));
+    return select;
+  }
+
+  function stepCard(task, index) {
+    const steps = task.steps || [];
+    const step = steps[index];
+    const done = stepDone(task, step);
+    const target = step.target ? (task.targets || []).find(function (t) { return t.id === step.target; }) : null;
+    let extra = null;
+    if (step.kind === "setup" && target && target.setup.length) {
+      extra = h("ul", { class: "setup" }, target.setup.map(function (s) {
+        return h("li", null, h("strong", { text: s.dimension + ": " + s.value }), s.instruction ? " — " + s.instruction : "");
+      }));
+    } else if (step.kind === "calibration") {
+      extra = calibrationWidget(task);
+    } else if (step.kind === "capture") {
+      extra = counter(task, target || null);
+    }
+    function next() { go("#/task/" + task.id + "/step/" + Math.min(steps.length - 1, index + 1)); }
+    return h("section", { class: "step card", "data-step": step.id },
+      h("div", { class: "step-head" },
+        h("span", { class: "muted", text: "Step " + (index + 1) + " of " + steps.length }),
+        done ? h("span", { class: "badge ok", text: "Done" }) : null,
+        stepJump(task, index)),
+      h("h2", { text: step.title }),
+      step.instructions ? h("p", { class: "instructions", text: step.instructions }) : null,
+      extra,
+      h("div", { class: "button-row step-nav" },
+        h("button", { class: "tap", type: "button", disabled: index === 0, text: "← Previous",
+          onclick: function () { go("#/task/" + task.id + "/step/" + Math.max(0, index - 1)); } }),
+        done
+          ? h("button", { class: "tap big primary", type: "button", disabled: index === steps.length - 1, text: "Next step →", onclick: next })
+          : h("button", { class: "tap big primary", type: "button", "data-action": "step-done", text: index === steps.length - 1 ? "Done" : "Done, next step →",
+            onclick: function () {
+              record(task, "step_done", { step: step.id, title: step.title }).then(function () { if (index < steps.length - 1) next(); });
+            } })));
+  }
+
+  function notesSection(task) {
+    const draft = state.drafts[task.id] || "";
+    const mine = allRecords(task.id).filter(function (r) { return r.kind === "note"; });
+    const ids = {};
+    mine.forEach(function (r) { ids[r.uuid] = true; });
+    const others = (task.notes || []).filter(function (n) { return !ids[n.uuid]; });
+    const items = mine.map(function (r) {
+      return h("li", { class: "note-" + r.state }, h("span", { class: "muted", text: fmtClock(r.client_created_at) + " · " + recordState(r) + " — " }), r.payload.text);
+    }).concat(others.map(function (n) {
+      return h("li", null, h("span", { class: "muted", text: fmtClock(n.at) + " · " + n.author + " — " }), n.text);
+    }));
+    const area = h("textarea", { id: "note-text", rows: "3", placeholder: "What should the manager know?",
+      oninput: function (e) { state.drafts[task.id] = e.target.value; } });
+    area.value = draft;
+    return h("section", { class: "card" },
+      h("h2", { text: "Notes" }),
+      area,
+      h("div", { class: "button-row" },
+        h("button", { class: "tap", type: "button", "data-action": "note", text: "Save note", onclick: function () {
+          const text = (state.drafts[task.id] || "").trim();
+          if (!text) return;
+          state.drafts[task.id] = "";
+          record(task, "note", { text: text });
+        } })),
+      items.length ? h("ul", { class: "plain notes" }, items) : null);
+  }
+
+  function photoSection(task) {
+    const photos = allRecords(task.id).filter(function (r) { return r.kind === "photo"; });
+    const input = h("input", { id: "photo-input", type: "file", accept: "image/*", capture: "environment", class: "file-hidden",
+      onchange: function (e) {
+        const file = e.target.files && e.target.files[0];
+        if (!file) return;
+        shrink(file).then(function (blob) {
+          return record(task, "photo", { caption: "" }, { blob: blob, filename: file.name || "photo.jpg" });
+        });
+        e.target.value = "";
+      } });
+    return h("section", { class: "card" },
+      h("h2", { text: "Setup photo" }),
+      h("label", { class: "tap button-like", for: "photo-input" }, "Take a photo of the setup", input),
+      photos.length ? h("div", { class: "thumbs" }, photos.map(function (r) {
+        let src = r.photo_url;
+        if (r.blob) { thumbs[r.uuid] = thumbs[r.uuid] || URL.createObjectURL(r.blob); src = thumbs[r.uuid]; }
+        return h("figure", null, src ? h("img", { src: src, alt: "Setup photo" }) : null,
+          h("figcaption", { class: "muted", text: fmtClock(r.client_created_at) + " · " + recordState(r) }));
+      })) : null);
+  }
+
+  function recordState(r) {
+    if (r.state === "pending") return "waiting to sync";
+    if (r.state === "refused") return "refused by the server";
+    if (r.stale_reason) return STALE_LABELS[r.stale_reason] || "stored, flagged";
+    return "synced";
+  }
+
+  function activity(task) {
+    const rows = allRecords(task.id).slice(-12).reverse();
+    if (!rows.length) return null;
+    return h("section", { class: "card" },
+      h("h2", { text: "Recorded here" }),
+      h("ul", { class: "plain log" }, rows.map(function (r) {
+        let what = KIND_LABELS[r.kind] || r.kind;
+        if (r.kind === "capture") what = r.payload.calibration ? "Calibration episode" : "Episode: " + r.payload.outcome;
+        return h("li", { class: "rec-" + r.state + (r.stale_reason ? " rec-stale" : "") },
+          h("span", { text: fmtClock(r.client_created_at) + " " + what }),
+          h("span", { class: "muted", text: recordState(r) }));
+      })));
+  }
+
+  function taskView(r) {
+    const task = taskById(r.id);
+    if (!task) {
+      return h("div", null, h("a", { class: "tap back", href: "#/", text: "← All tasks" }),
+        h("p", { class: "muted", text: state.loaded ? "This task is not on this tablet." : "Loading…" }));
+    }
+    const steps = task.steps || [];
+    const index = r.step === null ? firstOpenStep(task) : Math.min(Math.max(0, r.step), Math.max(0, steps.length - 1));
+    const tz = task.site.timezone;
+    return h("div", { class: "task-view", "data-task": task.id },
+      h("a", { class: "tap back", href: "#/", text: "← All tasks" }),
+      h("div", { class: "task-title" }, h("h1", { text: task.site.name }), statusBadge(localStatus(task))),
+      h("p", { class: "task-meta" },
+        fmtDay(task.scheduled_date),
+        task.start_at ? " · " + fmtTime(task.start_at, tz) + "–" + fmtTime(task.end_at, tz) + " site time" : "",
+        " · access: " + task.site.access_window),
+      h("p", { class: "muted", text: (task.site.address || "No address on file") + " · " + task.campaign + ", round " + task.round + " · " + task.embodiment }),
+      banners(task),
+      statusActions(task),
+      steps.length ? stepCard(task, index) : h("section", { class: "card" }, h("h2", { text: "Capture" }),
+        (task.targets || []).length ? task.targets.map(function (t) { return counter(task, t); }) : counter(task, null)),
+      notesSection(task),
+      photoSection(task),
+      activity(task));
+  }
+
+  function panel() {
+    const p = state.panel;
+    if (!p) return null;
+    const task = taskById(p.task);
+    if (!task) return null;
+    function close() { state.panel = null; render(); }
+    if (p.kind === "failure") {
+      const modes = state.meta.failure_modes || [];
+      return h("div", { class: "overlay", role: "dialog", "aria-label": "Failure mode" },
+        h("div", { class: "sheet" },
+          h("h2", { text: "What failed?" }),
+          h("div", { class: "pick" }, modes.map(function (m) {
+            return h("button", { class: "tap", type: "button", "data-mode": m.code,
+              onclick: function () { state.panel = null; capture(task, p.target, "failure", m.id); },
+            }, h("strong", { text: m.name }), m.parent ? h("span", { class: "muted", text: " · " + m.parent }) : null);
+          }), h("button", { class: "tap", type: "button", "data-mode": "", text: "Not sure",
+            onclick: function () { state.panel = null; capture(task, p.target, "failure", null); } })),
+          h("button", { class: "tap", type: "button", text: "Cancel", onclick: close })));
+    }
+    if (p.kind === "finish") {
+      const open = (task.steps || []).filter(function (st) { return !stepDone(task, st); }).length;
+      return h("div", { class: "overlay", role: "dialog", "aria-label": "Finish task" },
+        h("div", { class: "sheet" },
+          h("h2", { text: "Finish this task?" }),
+          open ? h("p", { text: open + (open === 1 ? " step is" : " steps are") + " not checked off yet." }) : null,
+          h("div", { class: "button-row" },
+            h("button", { class: "tap big primary", type: "button", "data-action": "finish-confirm", text: "Yes, finish",
+              onclick: function () { state.panel = null; record(task, "finish"); } }),
+            h("button", { class: "tap big", type: "button", text: "Cancel", onclick: close }))));
+    }
+    const detail = h("input", { id: "block-detail", type: "text", maxlength: "300", placeholder: "Details (optional)" });
+    return h("div", { class: "overlay", role: "dialog", "aria-label": "Report blocker" },
+      h("div", { class: "sheet" },
+        h("h2", { text: "What is blocking the task?" }),
+        detail,
+        h("div", { class: "pick" }, (state.meta.block_reasons || []).map(function (b) {
+          return h("button", { class: "tap", type: "button", "data-reason": b.code, text: b.label,
+            onclick: function () { state.panel = null; record(task, "blocked", { reason: b.code, detail: detail.value.trim() }); } });
+        })),
+        h("button", { class: "tap", type: "button", text: "Cancel", onclick: close })));
+  }
+
+  function notices() {
+    const out = [];
+    if (sync && sync.lastError) {
+      out.push(h("div", { class: "banner bad" }, sync.lastError + " ",
+        sync.authProblem ? h("a", { class: "tap", href: config.login, text: "Sign in" }) : null));
+    }
+    if (state.conflicts.length) {
+      out.push(h("div", { class: "banner bad conflicts", role: "alert" },
+        h("strong", { text: state.conflicts.length + (state.conflicts.length === 1 ? " record was" : " records were") + " refused by the server" }),
+        h("ul", null, state.conflicts.map(function (c) {
+          const task = taskById(c.task);
+          const why = c.status === 409
+            ? "its ID was already used for different content" + (c.stored ? " (stored " + fmtClock(c.stored.received_at) + ")" : "") + "; this version was not stored."
+            : c.detail;
+          return h("li", null, (KIND_LABELS[c.kind] || c.kind) + " at " + fmtClock(c.client_created_at) +
+            (task ? " · " + task.site.name : "") + ": " + why + " ",
+            h("button", { class: "tap", type: "button", text: "Dismiss", onclick: function () { store.remove("conflicts", c.uuid).then(reload); } }));
+        }))));
+    }
+    return out;
+  }
+
+  function statusBar() {
+    const net = document.getElementById("net");
+    const box = document.getElementById("outbox");
+    const online = sync ? sync.online() : navigator.onLine;
+    const syncing = sync && sync.running;
+    if (net) {
+      net.dataset.state = online ? (syncing ? "syncing" : "online") : "offline";
+      net.textContent = online ? (syncing ? "Online · syncing…" : "Online") : "Offline";
+    }
+    if (box) {
+      const n = state.outbox.length;
+      box.dataset.count = String(n);
+      box.textContent = n ? n + " waiting to sync" : "All synced";
+    }
+  }
+
+  function render() {
+    const active = document.activeElement && document.activeElement.id;
+    statusBar();
+    const notes = document.getElementById("notices");
+    notes.replaceChildren.apply(notes, [].concat(notices()));
+    const app = document.getElementById("app");
+    const r = route();
+    app.replaceChildren(r.view === "task" ? taskView(r) : listView());
+    const p = panel();
+    if (p) app.appendChild(p);
+    if (active) {
+      const el = document.getElementById(active);
+      if (el && el.focus) el.focus();
+    }
+  }
+
+  let reloading = null;
+  function reload() {
+    if (reloading) return reloading;
+    reloading = Promise.all([
+      store.all("tasks"), store.outbox(), store.all("sent"), store.all("conflicts"), store.all("meta"),
+    ]).then(function (res) {
+      reloading = null;
+      state.tasks = res[0];
+      state.outbox = res[1];
+      state.sent = res[2];
+      state.conflicts = res[3];
+      state.meta = {};
+      res[4].forEach(function (m) { state.meta[m.key] = m.value; });
+      state.loaded = true;
+      render();
+    }, function (err) { reloading = null; throw err; });
+    return reloading;
+  }
+
+  function start() {
+    if (!window.indexedDB) {
+      document.getElementById("notices").appendChild(h("div", { class: "banner bad", text: "This browser cannot keep records offline (no IndexedDB)." }));
+      return;
+    }
+    window.FieldStore.open(config.user || "anon").then(function (s) {
+      store = s;
+      let pending = false;
+      sync = new window.FieldSync.Sync(store, config, function () {
+        if (pending) return;
+        pending = true;
+        Promise.resolve().then(function () { pending = false; reload(); });
+      });
+      window.addEventListener("hashchange", function () { state.panel = null; render(); window.scrollTo(0, 0); });
+      document.getElementById("sync-now").addEventListener("click", function () { sync.run(true); });
+      window.fieldApp = { state: state, sync: sync, store: store, reload: reload };
+      return reload().then(function () { sync.start(); });
+    }).catch(function (err) {
+      document.getElementById("notices").appendChild(h("div", { class: "banner bad", text: "The offline store could not open: " + err.message }));
+    });
+    if ("serviceWorker" in navigator && config.sw) {
+      navigator.serviceWorker.register(config.sw, { scope: config.scope }).catch(function () { /* works online without it */ });
+    }
+    if (navigator.storage && navigator.storage.persist) navigator.storage.persist().catch(function () {});
+  }
+
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();

@@ -1,0 +1,268 @@
+"""Round planning pages: propose, edit, lock, re-solve and publish a plan; team calendars and run sheets."""
+
+from __future__ import annotations
+
+from datetime import date, time
+from typing import Any
+
+from django.contrib import messages
+from django.db.models import Prefetch, Sum
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect
+from django.utils import timezone
+from django.views import View
+from django.views.generic import TemplateView
+
+from accounts.models import Job, Role
+from analytics.services.gap import gap_report_latest
+from analytics.services.planning import round_plan_request
+from campaigns.models import CaptureTarget, CollectionRound, CollectionTask, FieldTeam, TaskTarget
+from campaigns.services import round_create
+from campaigns.services.calendar import team_calendar_ics, team_run_sheet
+from campaigns.services.plan_edit import (
+    PlanEditRefused,
+    round_publish,
+    target_remove,
+    target_update,
+    task_remove,
+    task_update,
+)
+from frontend.views.base import MANAGERS, MemberView
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(value) if value not in (None, "") else None
+    except ValueError:
+        return None
+
+
+class RoundDetail(MemberView, TemplateView):
+    roles = MANAGERS
+    scoped_model = CollectionRound
+    template_name = "frontend/rounds/detail.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        round = get_object_or_404(
+            CollectionRound.objects.visible_to(self.request.user).select_related(
+                "campaign", "dataset"
+            ),
+            pk=kwargs["pk"],
+        )
+        targets = list(
+            round.targets.annotate(planned=Sum("task_targets__episodes_planned")).order_by(
+                "-expected_avoided_per_day", "pk"
+            )
+        )
+        tasks = list(
+            round.tasks.select_related("site", "team")
+            .prefetch_related(
+                Prefetch("task_targets", queryset=TaskTarget.objects.select_related("target")),
+                "steps",
+            )
+            .order_by("scheduled_date", "start_at", "pk")
+        )
+        job = (
+            Job.objects.filter(
+                organization_id=round.campaign.organization_id,
+                kind="plan",
+                task_kwargs__round_id=round.pk,
+            )
+            .order_by("-created_at")
+            .first()
+        )
+        teams = list(
+            FieldTeam.objects.filter(organization_id=round.campaign.organization_id).order_by(
+                "name"
+            )
+        )
+        return super().get_context_data(
+            round=round,
+            campaign=round.campaign,
+            targets=targets,
+            tasks=tasks,
+            summary=round.plan_summary or {},
+            job=job,
+            report=gap_report_latest(campaign=round.campaign),
+            teams=teams,
+            team_ids={t.team_id for t in tasks if t.team_id},
+            **kwargs,
+        )
+
+
+class RoundCreate(MemberView, View):
+    roles = MANAGERS
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        from campaigns.models import Campaign
+
+        campaign = get_object_or_404(
+            Campaign.objects.visible_to(request.user), pk=request.POST.get("campaign")
+        )
+        round = round_create(campaign=campaign, actor=request.user)
+        return redirect("planner:round", pk=round.pk)
+
+
+class RoundAction(MemberView, View):
+    """POST actions on a round's plan: plan/resolve, publish, target and task edits."""
+
+    roles = MANAGERS
+    scoped_model = CollectionRound
+
+    def post(self, request: HttpRequest, pk: int, action: str) -> HttpResponse:
+        round = get_object_or_404(
+            CollectionRound.objects.visible_to(request.user).select_related("campaign"), pk=pk
+        )
+        data = request.POST
+        try:
+            if action in ("plan", "resolve"):
+                if not round.is_editable:
+                    raise PlanEditRefused(
+                        f"Round {round.number} is {round.status}; it can no longer be planned."
+                    )
+                start = date.fromisoformat(data["start"]) if data.get("start") else None
+                days = int(data["days"]) if data.get("days") else None
+                budget_episodes = (
+                    int(data["budget_episodes"]) if data.get("budget_episodes") else None
+                )
+                round_plan_request(
+                    round=round,
+                    actor=request.user,
+                    budget_episodes=budget_episodes,
+                    budget_hours=_float(data.get("budget_hours")),
+                    budget_money=_float(data.get("budget_money")),
+                    start=start,
+                    days=days,
+                )
+                messages.success(
+                    request, "Planning started; the page updates when the plan is ready."
+                )
+            elif action == "publish":
+                round_publish(round=round, actor=request.user)
+                messages.success(request, "Published: the field teams now see their tasks.")
+            elif action == "target":
+                target = get_object_or_404(
+                    CaptureTarget.objects.filter(round=round), pk=data.get("target")
+                )
+                if data.get("op") == "remove":
+                    target_remove(target=target, actor=request.user)
+                elif data.get("op") == "lock":
+                    target_update(target=target, locked=not target.locked, actor=request.user)
+                elif data.get("episodes"):
+                    target_update(target=target, episodes=int(data["episodes"]), actor=request.user)
+            elif action == "task":
+                task = get_object_or_404(
+                    CollectionTask.objects.filter(round=round), pk=data.get("task")
+                )
+                if data.get("op") == "remove":
+                    task_remove(task=task, actor=request.user)
+                elif data.get("op") == "lock":
+                    task_update(task=task, locked=not task.locked, actor=request.user)
+                else:
+                    team = (
+                        get_object_or_404(
+                            FieldTeam.objects.visible_to(request.user), pk=data["team"]
+                        )
+                        if data.get("team")
+                        else None
+                    )
+                    day = date.fromisoformat(data["day"]) if data.get("day") else None
+                    start_time = (
+                        time.fromisoformat(data["start_time"]) if data.get("start_time") else None
+                    )
+                    task_update(task=task, team=team, day=day, start=start_time, actor=request.user)
+            else:
+                raise Http404
+        except (PlanEditRefused, ValueError) as exc:
+            messages.error(request, str(exc))
+        return redirect("planner:round", pk=round.pk)
+
+
+class RoundJobProgress(MemberView, TemplateView):
+    roles = MANAGERS
+    scoped_model = CollectionRound
+    template_name = "frontend/rounds/_job.html"
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        round = get_object_or_404(CollectionRound.objects.visible_to(request.user), pk=kwargs["pk"])
+        job = (
+            Job.objects.filter(
+                kind="plan",
+                task_kwargs__round_id=round.pk,
+                organization_id=self.membership.organization_id,
+            )
+            .order_by("-created_at")
+            .first()
+        )
+        response = self.render_to_response({"round": round, "job": job})
+        if job is None or not job.is_active:
+            response["HX-Refresh"] = "true"
+        return response
+
+
+class TeamRunSheet(MemberView, TemplateView):
+    roles = frozenset({Role.MANAGER, Role.FIELD})
+    scoped_model = FieldTeam
+    template_name = "frontend/rounds/run_sheet.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        team = get_object_or_404(FieldTeam.objects.visible_to(self.request.user), pk=kwargs["pk"])
+        if (
+            self.membership.role == Role.FIELD
+            and not team.members.filter(pk=self.request.user.pk).exists()
+        ):
+            raise Http404
+        try:
+            day = (
+                date.fromisoformat(self.request.GET.get("date", ""))
+                if self.request.GET.get("date")
+                else None
+            )
+        except ValueError:
+            day = None
+        if day is None:
+            upcoming = (
+                CollectionTask.objects.filter(team=team, scheduled_date__gte=timezone.localdate())
+                .exclude(status=CollectionTask.Status.PLANNED)
+                .order_by("scheduled_date")
+                .first()
+            )
+            day = (
+                upcoming.scheduled_date
+                if upcoming and upcoming.scheduled_date
+                else timezone.localdate()
+            )
+        return super().get_context_data(
+            team=team, day=day, tasks=team_run_sheet(team=team, day=day), **kwargs
+        )
+
+
+def team_calendar(request: HttpRequest, token: str) -> HttpResponse:
+    """A team's calendar feed; the unguessable token is the credential (rotate it to revoke)."""
+    team = FieldTeam.objects.filter(calendar_token=token).first()
+    if team is None or len(token) < 20:
+        raise Http404
+    body = team_calendar_ics(team=team, base_url=request.build_absolute_uri("/").rstrip("/"))
+    response = HttpResponse(body, content_type="text/calendar; charset=utf-8")
+    response["Content-Disposition"] = f'inline; filename="fieldcraft-{team.slug}.ics"'
+    response["Cache-Control"] = "private, max-age=300"
+    return response
+
+
+team_calendar.scoped_model = FieldTeam  # type: ignore[attr-defined]
+team_calendar.public_by_token = True  # type: ignore[attr-defined]
+
+
+class TeamCalendarRotate(MemberView, View):
+    roles = MANAGERS
+    scoped_model = FieldTeam
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        from campaigns.services import team_rotate_calendar
+
+        team = get_object_or_404(FieldTeam.objects.visible_to(request.user), pk=pk)
+        team_rotate_calendar(team=team, actor=request.user)
+        messages.success(
+            request, f"{team.name}'s calendar link was replaced; the old link no longer works."
+        )
+        return redirect("planner:team-runsheet", pk=team.pk)

@@ -1,0 +1,138 @@
+"""Reads over the training-data inventory: totals and breakdowns of a dataset's episodes.
+
+Every count is ``SUM(episode_count)`` (a row may stand for many episodes). Breakdowns by
+condition value group the dataset's episodes by ``condition_set_id`` first (one narrow
+column) and only then expand the few distinct sets into their values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from django.db import connection
+from django.db.models import Count, QuerySet, Sum
+
+from labeling.models import Dataset
+from sites.models import Site
+
+
+@dataclass
+class ValueCount:
+    value_id: int
+    label: str
+    episodes: int
+
+
+@dataclass
+class DimensionBreakdown:
+    dimension_id: int
+    name: str
+    values: list[ValueCount] = field(default_factory=list)
+    not_recorded: int = 0
+
+    @property
+    def recorded(self) -> int:
+        return sum(v.episodes for v in self.values)
+
+
+@dataclass
+class SiteCount:
+    site_id: int | None
+    name: str
+    episodes: int
+    frames: int
+
+
+@dataclass
+class DatasetTotals:
+    rows: int
+    episodes: int
+    frames: int
+    duration_s: float
+
+
+@dataclass
+class DatasetBreakdown:
+    totals: DatasetTotals
+    dimensions: list[DimensionBreakdown]
+    sites: list[SiteCount]
+
+
+def dataset_breakdown(*, dataset_id: int) -> DatasetBreakdown:
+    """Totals, episodes per condition value (per dimension) and per site, in one scan.
+
+    The episodes are grouped by condition set and by site (GROUPING SETS); only the few
+    distinct condition sets are then expanded into their values.
+    """
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT GROUPING(condition_set_id, site_id), condition_set_id, site_id, count(*), "
+            "coalesce(sum(episode_count), 0), coalesce(sum(frames), 0), "
+            "coalesce(sum(duration_s), 0) FROM labeling_episode WHERE dataset_id = %s "
+            "GROUP BY GROUPING SETS ((condition_set_id), (site_id), ())",
+            [dataset_id],
+        )
+        groups = cur.fetchall()
+        per_set: dict[int, int] = {}
+        per_site: dict[int | None, tuple[int, int]] = {}
+        totals = DatasetTotals(0, 0, 0, 0.0)
+        for grouping, cs, site, rows, episodes, frames, seconds in groups:
+            if grouping == 3:
+                totals = DatasetTotals(int(rows), int(episodes), int(frames), float(seconds))
+            elif grouping == 1 and cs is not None:
+                per_set[cs] = int(episodes)
+            elif grouping == 2:
+                per_site[site] = (int(episodes), int(frames))
+        cur.execute(
+            """
+            SELECT d.id, d.name, cv.id, cv.label, coalesce(pv.n, 0)
+            FROM labeling_dataset ds
+            JOIN sites_conditiondimension d ON d.organization_id = ds.organization_id
+            JOIN sites_conditionvalue cv ON cv.dimension_id = d.id
+            LEFT JOIN (
+                SELECT v.value_id, sum(p.n) AS n
+                FROM unnest(%s::bigint[], %s::bigint[]) AS p(cs, n)
+                JOIN sites_conditionset c ON c.id = p.cs
+                CROSS JOIN LATERAL unnest(c.value_ids) AS v(value_id)
+                GROUP BY v.value_id
+            ) pv ON pv.value_id = cv.id
+            WHERE ds.id = %s
+            ORDER BY d."order", d.name, cv."order", cv.label
+            """,
+            [list(per_set), list(per_set.values()), dataset_id],
+        )
+        value_rows = cur.fetchall()
+        names = dict(
+            Site.objects.filter(pk__in=[k for k in per_site if k is not None]).values_list(
+                "pk", "name"
+            )
+        )
+    dims: dict[int, DimensionBreakdown] = {}
+    for dim_id, dim_name, value_id, label, n in value_rows:
+        entry = dims.setdefault(dim_id, DimensionBreakdown(dimension_id=dim_id, name=dim_name))
+        if n:
+            entry.values.append(ValueCount(value_id=value_id, label=label, episodes=int(n)))
+    for entry in dims.values():
+        entry.not_recorded = totals.episodes - entry.recorded
+    sites = sorted(
+        (
+            SiteCount(
+                site_id=site_id,
+                name=names.get(site_id, "(no site)") if site_id else "(no site)",
+                episodes=episodes,
+                frames=frames,
+            )
+            for site_id, (episodes, frames) in per_site.items()
+        ),
+        key=lambda s: (-s.episodes, s.name),
+    )
+    return DatasetBreakdown(totals=totals, dimensions=list(dims.values()), sites=sites)
+
+
+def datasets_with_totals(queryset: QuerySet[Dataset]) -> QuerySet[Dataset]:
+    """Annotate datasets with their rows, episodes and frames (one grouped query)."""
+    return queryset.select_related("embodiment").annotate(
+        n_rows=Count("episodes"),
+        n_episodes=Sum("episodes__episode_count"),
+        n_frames=Sum("episodes__frames"),
+    )

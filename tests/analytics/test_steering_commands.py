@@ -1,0 +1,177 @@
+import json
+import os
+import subprocess
+import sys
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+ROOT = Path(__file__).resolve().parents[2]
+UNREACHABLE_DB = "postgres://nobody@127.0.0.1:1/x"
+
+VALID = {
+    "budget": 2000,
+    "cycles_per_day": 5000,
+    "cells": [
+        {"id": "c1", "target_share": 0.12, "train_count": 340, "trials": 120, "successes": 113},
+        {"id": "c2", "target_share": 0.5, "train_count": 9000, "trials": 600, "successes": 598},
+        {
+            "id": "c3",
+            "target_share": 0.3,
+            "train_count": 0,
+            "trials": 40,
+            "successes": 29,
+            "cost_per_episode": 3,
+        },
+        {"id": "c4", "target_share": 0.08, "train_count": 60, "trials": 10, "successes": 9},
+    ],
+}
+
+
+def _manage(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DATABASE_URL": UNREACHABLE_DB, "OPENBLAS_NUM_THREADS": "1"}
+    return subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=ROOT,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _write(tmp_path: Path, data: object, name: str = "cells.json") -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(data) if not isinstance(data, str) else data)
+    return str(path)
+
+
+def test_recommend_works_without_a_database_and_stays_within_budget(tmp_path):
+    out = _manage("recommend", "--input", _write(tmp_path, VALID))
+
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    cost = {c["id"]: c.get("cost_per_episode", 1) for c in VALID["cells"]}
+    spent = sum(a["episodes"] * cost[a["id"]] for a in result["allocations"])
+    assert spent <= VALID["budget"]
+    assert all(isinstance(a["episodes"], int) and a["episodes"] >= 0 for a in result["allocations"])
+    assert [a["id"] for a in result["allocations"]] == ["c1", "c2", "c3", "c4"]
+    assert result["interventions_per_day_after"] < result["interventions_per_day_before"]
+    first = result["allocations"][0]
+    assert {"expected_interventions_avoided_per_day", "rationale"} <= first.keys()
+    assert first["rationale"].startswith("12% of production cycles, 340 training episodes")
+
+
+def test_recommend_reads_stdin_and_is_deterministic_for_a_seed():
+    text = json.dumps(VALID)
+
+    runs = [
+        _manage("recommend", "--input", "-", "--exploration", "thompson", "--seed", "5", stdin=text)
+        for _ in range(2)
+    ]
+
+    assert runs[0].returncode == 0, runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout
+
+
+def test_malformed_input_exits_2_with_the_problem_on_stderr(tmp_path):
+    data = json.loads(json.dumps(VALID))
+    data["cells"][0]["successes"] = 130
+
+    out = _manage("recommend", "--input", _write(tmp_path, data))
+
+    assert out.returncode == 2
+    assert "cell 'c1': 'successes' (130) exceeds 'trials' (120)" in out.stderr
+    assert out.stdout == ""
+
+
+def _broken(mutate):
+    data = json.loads(json.dumps(VALID))
+    mutate(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            _broken(lambda d: d["cells"][1].pop("train_count")),
+            "cell 'c2': missing field 'train_count'",
+        ),
+        (_broken(lambda d: d["cells"][2].update(trials=-4)), "cell 'c3': 'trials' must be >= 0"),
+        (
+            _broken(lambda d: d["cells"][3].update(target_share="eight")),
+            "cell 'c4': 'target_share' must be a number",
+        ),
+        (_broken(lambda d: d["cells"][0].update(target_share=0.5)), "target shares sum to 1.38"),
+        (
+            _broken(lambda d: d["cells"][0].update(successes=121)),
+            "'successes' (121) exceeds 'trials' (120)",
+        ),
+        (_broken(lambda d: d.update(budget="lots")), "'budget' must be a number"),
+        (_broken(lambda d: d.pop("cells")), "missing field 'cells'"),
+        ("{not json", "is not valid JSON"),
+    ],
+)
+def test_each_malformed_case_is_a_command_error_with_exit_code_2(tmp_path, data, message):
+    path = _write(tmp_path, data)
+
+    with pytest.raises(CommandError) as excinfo:
+        call_command("recommend", "--input", path, stdout=StringIO())
+
+    assert excinfo.value.returncode == 2
+    assert message in str(excinfo.value)
+
+
+def test_a_missing_file_exits_2(tmp_path):
+    with pytest.raises(CommandError) as excinfo:
+        call_command("recommend", "--input", str(tmp_path / "nope.json"), stdout=StringIO())
+
+    assert excinfo.value.returncode == 2
+    assert "cannot read" in str(excinfo.value)
+
+
+def test_simulate_campaign_works_without_a_database():
+    out = _manage(
+        "simulate_campaign",
+        "--strategy",
+        "uniform",
+        "--rounds",
+        "3",
+        "--budget",
+        "2000",
+        "--seed",
+        "2",
+        "--json",
+    )
+
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["strategy"] == "uniform"
+    assert len(result["interventions_per_day"]) == 4
+    assert result["episodes"] == [0.0, 2000.0, 4000.0, 6000.0]
+
+
+def test_simulate_campaign_prints_a_table_by_round():
+    stdout = StringIO()
+
+    call_command(
+        "simulate_campaign",
+        "--strategy",
+        "all",
+        "--rounds",
+        "2",
+        "--seed",
+        "1",
+        stdout=stdout,
+    )
+
+    text = stdout.getvalue()
+    assert "interventions per day" in text
+    for name in ("steered", "uniform", "proportional", "more-of-the-same"):
+        assert name in text
+    assert "does not reach the target within 2 rounds" in text or "reaches the target" in text

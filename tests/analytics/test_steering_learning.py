@@ -1,0 +1,165 @@
+import numpy as np
+import pytest
+from scipy import stats
+
+from analytics.curves import LearningCurve
+from analytics.steering.learning import EvaluationRows, fit_curve_set
+
+TRUE = LearningCurve(f_inf=0.0, a=0.4, b=0.6)
+
+
+def _history(*, cells: int, evaluations: int, trials: int, seed: int, f_inf: float = 0.0):
+    """Evaluation rows of cells whose amplitudes differ (log-normal, sd 0.5)."""
+    rng = np.random.default_rng(seed)
+    multiplier = rng.lognormal(0.0, 0.5, cells)
+    start = np.round(np.geomspace(1, 2000, cells))
+    rows = []
+    for e in range(evaluations):
+        n = start * (1 + 2 * e)
+        rate = np.minimum(f_inf + TRUE.a * multiplier * (n + 1) ** -TRUE.b, 1.0)
+        failures = rng.binomial(trials, rate)
+        rows.append((np.arange(cells), n, np.full(cells, trials), trials - failures))
+    cell, n, t, s = (np.concatenate(parts) for parts in zip(*rows, strict=True))
+    return EvaluationRows(
+        cell=cell, train_count=n, trials=t, successes=s, n_cells=cells
+    ), multiplier
+
+
+def test_refit_recovers_the_shared_exponent_and_ranks_cells_by_difficulty():
+    rows, multiplier = _history(cells=40, evaluations=4, trials=400, seed=3)
+
+    curves = fit_curve_set(rows)
+
+    assert curves.fit.source == "fitted"
+    assert curves.b == pytest.approx(TRUE.b, abs=0.12)
+    estimated = curves.amplitude / curves.pooled.a
+    assert stats.spearmanr(estimated, multiplier).statistic > 0.8
+    assert 0.2 <= curves.tau <= 1.0  # the true spread of log m is 0.5
+
+
+def _with_extra_cell(rows: EvaluationRows, trials: float, successes: float) -> EvaluationRows:
+    return EvaluationRows(
+        cell=np.r_[rows.cell, rows.n_cells],
+        train_count=np.r_[rows.train_count, 99.0],
+        trials=np.r_[rows.trials, trials],
+        successes=np.r_[rows.successes, successes],
+        n_cells=rows.n_cells + 1,
+    )
+
+
+def test_thin_evidence_stays_near_the_pool_and_rich_evidence_follows_its_data():
+    rows, _ = _history(cells=30, evaluations=3, trials=300, seed=5)
+    # An extra cell at n = 99 observed failing at 50% (the pool says about 6%), once on
+    # 4 trials, once on 4,000.
+    thin = fit_curve_set(_with_extra_cell(rows, 4.0, 2.0))
+    rich = fit_curve_set(_with_extra_cell(rows, 4000.0, 2000.0))
+
+    pooled = float(thin.pooled.rate(99.0))
+    assert pooled < 0.1
+    assert pooled < thin.rate(np.full(31, 99.0))[30] < 0.25  # pulled towards the pool
+    assert rich.rate(np.full(31, 99.0))[30] == pytest.approx(0.5, abs=0.03)
+    lo_thin, hi_thin = thin.multiplier_interval(0.9)
+    lo_rich, hi_rich = rich.multiplier_interval(0.9)
+    assert hi_thin[30] / lo_thin[30] > 3 * hi_rich[30] / lo_rich[30]  # thin evidence, wide
+
+
+def test_a_cell_without_trials_gets_the_prior_amplitude_and_the_widest_posterior():
+    rows, _ = _history(cells=20, evaluations=3, trials=300, seed=7)
+    rows = EvaluationRows(
+        cell=rows.cell,
+        train_count=rows.train_count,
+        trials=rows.trials,
+        successes=rows.successes,
+        n_cells=21,
+    )
+
+    curves = fit_curve_set(rows, np.r_[np.zeros(20) + 1000, 50.0])
+
+    prior_mean = curves.pooled.a * np.exp(curves.tau**2 / 2)
+    assert curves.amplitude[20] == pytest.approx(prior_mean, rel=0.05)
+    assert curves.trials[20] == 0
+    width = curves.amplitude_quantile(0.9) / curves.amplitude_quantile(0.1)
+    assert width[20] == pytest.approx(width.max())
+
+
+def test_every_cell_rate_is_a_probability_at_its_current_count():
+    rows = EvaluationRows.snapshot([0, 0, 10, 100, 1000], [5, 50, 50, 50, 50], [0, 0, 20, 45, 49])
+
+    curves = fit_curve_set(rows)
+
+    assert np.all(curves.rate(rows.train_count) <= 1.0)
+    assert curves.rate(np.zeros(5))[1] > 0.8  # 50 failures in 50 trials with no data
+
+
+def test_quantiles_increase_with_level_and_draws_are_reproducible():
+    rows, _ = _history(cells=10, evaluations=2, trials=100, seed=11)
+    curves = fit_curve_set(rows)
+
+    q50, q80, q95 = (curves.amplitude_quantile(x) for x in (0.5, 0.8, 0.95))
+    draws_a = curves.sample_amplitude(np.random.default_rng(4), size=500)
+    draws_b = curves.sample_amplitude(np.random.default_rng(4), size=500)
+
+    assert np.all(q50 <= q80) and np.all(q80 <= q95)
+    assert np.array_equal(draws_a, draws_b)
+    assert draws_a.shape == (500, 10)
+    # The draws' mean approaches the posterior mean.
+    assert np.allclose(draws_a.mean(axis=0), curves.amplitude, rtol=0.25)
+
+
+def test_a_floor_is_claimed_only_when_the_data_demand_it():
+    without_floor, _ = _history(cells=40, evaluations=4, trials=400, seed=13)
+    with_floor, _ = _history(cells=40, evaluations=4, trials=2000, seed=13, f_inf=0.02)
+
+    assert fit_curve_set(without_floor).f_inf == 0.0
+    assert fit_curve_set(with_floor).f_inf == pytest.approx(0.02, abs=0.006)
+
+
+def test_no_failures_fall_back_to_the_prior_curve():
+    rows = EvaluationRows.snapshot([10, 100, 1000], [50, 50, 50], [50, 50, 50])
+
+    curves = fit_curve_set(rows)
+
+    assert curves.fit.source == "prior"
+    assert "no failures" in curves.fit.reason
+    assert np.all(np.isfinite(curves.amplitude))
+
+
+def test_merged_rows_sum_evaluations_at_the_same_count():
+    rows = EvaluationRows(
+        cell=np.array([0, 0, 1, 0]),
+        train_count=np.array([5.0, 5.0, 5.0, 9.0]),
+        trials=np.array([10.0, 20.0, 7.0, 3.0]),
+        successes=np.array([9.0, 18.0, 7.0, 3.0]),
+        n_cells=2,
+    )
+
+    merged = rows.merged()
+
+    assert merged.cell.tolist() == [0, 0, 1]
+    assert merged.train_count.tolist() == [5.0, 9.0, 5.0] or merged.cell.size == 3
+    pairs = sorted(
+        zip(merged.cell, merged.train_count, merged.trials, merged.successes, strict=True)
+    )
+    assert pairs == [(0, 5.0, 30.0, 27.0), (0, 9.0, 3.0, 3.0), (1, 5.0, 7.0, 7.0)]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"successes": np.array([11.0])}, "successes"),
+        ({"cell": np.array([3])}, "out of range"),
+        ({"train_count": np.array([-1.0])}, "training counts"),
+        ({"trials": np.array([1.0, 2.0])}, "equally long"),
+    ],
+)
+def test_malformed_rows_raise(kwargs, message):
+    base = {
+        "cell": np.array([0]),
+        "train_count": np.array([1.0]),
+        "trials": np.array([10.0]),
+        "successes": np.array([9.0]),
+        "n_cells": 2,
+    }
+
+    with pytest.raises(ValueError, match=message):
+        EvaluationRows(**{**base, **kwargs})

@@ -1,0 +1,161 @@
+"""Steering in the app: evaluations in, curves refitted, round impact measured, next round recommended."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from analytics.models import CurveFitRecord, EvaluationResult, EvaluationRun, RoundImpactReport
+from analytics.services.evaluations import EvaluationImportError, evaluation_import_file
+
+
+def test_per_cell_csv_imports_with_failure_modes(world_a):
+    content = (
+        b"lighting,trials,successes,failures:grasp\ndim,120,113,7\nbright,80,80,0\nDIM ,20,19,1\n"
+    )
+
+    run = evaluation_import_file(
+        organization=world_a.operator,
+        name="eval.csv",
+        content=content,
+        policy=world_a.policy.slug,
+        deployment=world_a.deployment.slug,
+        label="csv",
+        evaluated_on=date(2026, 11, 1),
+    )
+
+    results = {tuple(r.condition_set.value_ids): (r.trials, r.successes) for r in run.results.all()}
+    dim, bright = world_a.values[1].pk, world_a.values[0].pk
+    assert results == {(dim,): (140, 132), (bright,): (80, 80)}
+    assert sum(f.count for r in run.results.all() for f in r.failures.all()) == 8
+
+
+def test_per_episode_json_imports(world_a):
+    payload = {
+        "policy": world_a.policy.slug,
+        "label": "bench json",
+        "evaluated_on": "2026-11-02",
+        "results": [
+            {"conditions": {"lighting": "dim"}, "outcome": "success"},
+            {"conditions": {"lighting": "dim"}, "outcome": "failure", "failure_mode": "grasp"},
+        ],
+    }
+
+    run = evaluation_import_file(
+        organization=world_a.operator, name="e.json", content=json.dumps(payload).encode()
+    )
+
+    assert run.deployment is None
+    assert list(run.results.values_list("trials", "successes")) == [(2, 1)]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"", "the file is empty"),
+        (b"lighting,trials,successes\ndim,10,11\n", "row 2: 11 successes is more than 10 trials"),
+        (
+            b"lighting,trials,successes\nfoggy,10,9\n",
+            "row 2, column 'lighting': unknown value 'foggy'",
+        ),
+        (
+            b"weather,trials,successes\nsunny,10,9\n",
+            "column 'weather': unknown condition dimension",
+        ),
+        (
+            b"lighting,trials,successes\ndim,ten,9\n",
+            "column 'trials': expected a whole number, got 'ten'",
+        ),
+        (b"lighting,trials,successes\ndim,-3,0\n", "expected a whole number of at least 0"),
+        (b"{broken", "invalid JSON at line 1"),
+        (b"\xff\xfe\x00l", "not UTF-8"),
+    ],
+)
+def test_bad_evaluation_files_name_the_problem_and_write_nothing(world_a, content, message):
+    before = EvaluationRun.objects.count(), EvaluationResult.objects.count()
+
+    with pytest.raises(EvaluationImportError, match=message):
+        evaluation_import_file(
+            organization=world_a.operator,
+            name="bad.csv",
+            content=content,
+            policy=world_a.policy.slug,
+            label="bad",
+        )
+
+    assert (EvaluationRun.objects.count(), EvaluationResult.objects.count()) == before
+
+
+def test_importing_refits_the_campaign_curves(world_a, django_capture_on_commit_callbacks):
+    rows = "\n".join(["lighting,trials,successes", "dim,200,170", "bright,200,196"]).encode()
+
+    with django_capture_on_commit_callbacks(execute=True):
+        evaluation_import_file(
+            organization=world_a.operator,
+            name="e.csv",
+            content=rows,
+            policy=world_a.policy.slug,
+            deployment=world_a.deployment.slug,
+            label="refit",
+        )
+
+    fit = CurveFitRecord.objects.get(campaign=world_a.campaign)
+    assert fit.evidence["policies"] == 1
+    assert fit.dimension_slugs == ["lighting"]
+
+
+def test_evaluation_api_is_scoped(world_a, world_b, client_for):
+    response = client_for(world_b.manager).get(f"/api/evaluations/{world_a.evaluation.pk}/")
+
+    assert response.status_code == 404
+
+
+@pytest.mark.slow
+def test_demo_round_impact_and_recommendation_flow_into_planning(db, client_for):
+    from django.contrib.auth import get_user_model
+
+    from campaigns.models import Campaign, CollectionRound
+
+    call_command("seed_demo", stdout=StringIO())
+    call_command(
+        "gap_report",
+        "--campaign",
+        "northwind-2027-h1",
+        "--dimensions",
+        "lighting,clutter,human-activity",
+        stdout=StringIO(),
+    )
+    out = StringIO()
+    call_command(
+        "demo_round", "--import", "--out", str(__import__("tempfile").mkdtemp()), stdout=out
+    )
+    campaign = Campaign.objects.get(slug="northwind-2027-h1")
+    round1 = campaign.rounds.get(number=1)
+    manager = client_for(get_user_model().objects.get(username="manager"))
+
+    page = manager.get(f"/planner/rounds/{round1.pk}/impact/")
+    report = RoundImpactReport.objects.get(round=round1)
+    manager.post(f"/planner/rounds/{round1.pk}/recommend/", {"budget": "2000"})
+    planned = manager.post(f"/planner/rounds/{round1.pk}/recommend/", {"action": "plan"})
+
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert "Round 1 added" in body and "success there rose from" in body
+    assert report.summary["did"]["estimate"] is not None
+    assert all(
+        c["before_low"] <= c["before"] <= c["before_high"]
+        for c in report.cells
+        if c["before"] is not None
+    )
+    assert CollectionRound.objects.get(pk=round1.pk).status == "evaluated"
+    round2 = campaign.rounds.get(number=2)
+    assert planned.status_code == 302 and planned["Location"].endswith(
+        f"/planner/rounds/{round2.pk}/"
+    )
+    assert round2.status == "planned"
+    assert round2.plan_summary["source"].startswith("recommendation")
+    assert round2.plan_summary["use"]["episodes"] <= 2000
