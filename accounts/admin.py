@@ -35,6 +35,23 @@ class ScopedAdmin(admin.ModelAdmin):
             return qs.visible_to(request.user)
         return qs.none()
 
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        # A foreign-key filter lists every related row by default, other tenants' included;
+        # RelatedOnlyFieldListFilter offers only values present in the scoped changelist.
+        filters: list[Any] = []
+        for item in super().get_list_filter(request):
+            if isinstance(item, str) and "__" not in item:
+                field = self.model._meta.get_field(item)
+                if field.is_relation:
+                    filters.append((item, admin.RelatedOnlyFieldListFilter))
+                    continue
+            if isinstance(item, str) and "__" in item:
+                # Paths through relations (e.g. round__campaign) get the same treatment.
+                filters.append((item, admin.RelatedOnlyFieldListFilter))
+                continue
+            filters.append(item)
+        return filters
+
     def _is_manager(self, request: HttpRequest) -> bool:
         if request.user.is_superuser:
             return True

@@ -35,3 +35,33 @@ class ContentSecurityPolicyMiddleware:
         response.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
         response.setdefault("Permissions-Policy", "geolocation=(), microphone=(), camera=(self)")
         return response
+
+
+class RejectNullBytesMiddleware:
+    """Refuse text input that carries NUL characters with a 400 naming the problem.
+
+    PostgreSQL text and jsonb cannot store NUL, so such input would otherwise fail deep in a
+    query. Binary uploads (octet-stream, multipart files) are not inspected.
+    """
+
+    TEXT_TYPES = ("application/json", "application/x-www-form-urlencoded", "text/")
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        from django.http import JsonResponse
+
+        query = request.META.get("QUERY_STRING", "")
+        bad = "%00" in query or "\x00" in query or "%00" in request.path or "\x00" in request.path
+        content_type = request.META.get("CONTENT_TYPE", "")
+        if not bad and content_type.startswith(self.TEXT_TYPES):
+            length = int(request.META.get("CONTENT_LENGTH") or 0)
+            if 0 < length <= 10 * 1024 * 1024:
+                body = request.body
+                bad = b"\x00" in body or b"\\u0000" in body or b"%00" in body
+        if bad:
+            return JsonResponse(
+                {"detail": "Input contains NUL characters, which are not allowed."}, status=400
+            )
+        return self.get_response(request)

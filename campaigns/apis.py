@@ -12,7 +12,13 @@ from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from accounts.apis import CustomerField, ScopedModelViewSet, ScopedRelatedField, ScopedViewSetMixin
+from accounts.apis import (
+    CustomerField,
+    LocalTimeField,
+    ScopedModelViewSet,
+    ScopedRelatedField,
+    ScopedViewSetMixin,
+)
 from campaigns.models import (
     Campaign,
     CaptureTarget,
@@ -304,7 +310,7 @@ class StepSerializer(serializers.ModelSerializer):
 class CollectionTaskSerializer(serializers.ModelSerializer):
     team = ScopedRelatedField(queryset=FieldTeam.objects.all(), required=False, allow_null=True)
     day = serializers.DateField(write_only=True, required=False)
-    start = serializers.TimeField(write_only=True, required=False)
+    start = LocalTimeField(write_only=True, required=False)
     site_name = serializers.CharField(source="site.name", read_only=True)
     targets = TaskTargetSerializer(source="task_targets", many=True, read_only=True)
     steps = StepSerializer(many=True, read_only=True)

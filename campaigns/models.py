@@ -518,3 +518,39 @@ class FieldRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} {self.uuid}"
+
+
+class TaskRecordingQuerySet(TenantQuerySet):
+    operator_path = "task__round__campaign__organization"
+
+    def _visible_to_operator_member(self, membership: Membership) -> TaskRecordingQuerySet:
+        qs = self.filter(**{self.operator_path: membership.organization_id})
+        if membership.role == Role.FIELD:
+            qs = qs.filter(task__team__members=membership.user_id)
+        return qs
+
+
+class TaskRecording(models.Model):
+    """A recording uploaded for a collection task (a calibration episode or a captured one)."""
+
+    class Kind(models.TextChoices):
+        CALIBRATION = "calibration", "Calibration episode"
+        EPISODE = "episode", "Captured episode"
+
+    task = models.ForeignKey(CollectionTask, on_delete=models.CASCADE, related_name="recordings")
+    recording = models.ForeignKey(
+        "labeling.Recording", on_delete=models.PROTECT, related_name="task_links"
+    )
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.EPISODE)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TaskRecordingQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "recording"], name="task_recording_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} for {self.task}"

@@ -10,7 +10,16 @@ from analytics.apis import (
 )
 from campaigns.apis import CampaignViewSet, CollectionTaskViewSet, FieldTeamViewSet, TargetViewSet
 from campaigns.field.apis import FieldPhotoViewSet, FieldRecordViewSet, FieldTaskViewSet
+from campaigns.recordings import CollectionTaskRecordings, RecordingUploadViewSet
 from labeling.apis import DatasetViewSet, EpisodeViewSet, InventoryImportViewSet
+from labeling.labels.apis import (
+    AnnotationViewSet,
+    DatasetExportViewSet,
+    GoldLabelViewSet,
+    LabelAssignmentViewSet,
+    LabelJobViewSet,
+    ReviewViewSet,
+)
 from sites.apis import (
     ConditionDimensionViewSet,
     DeploymentViewSet,
@@ -38,10 +47,18 @@ router.register("teams", FieldTeamViewSet, basename="team")
 router.register("imports", InventoryImportViewSet, basename="inventory-import")
 router.register("datasets", DatasetViewSet, basename="dataset")
 router.register("episodes", EpisodeViewSet, basename="episode")
+router.register("label-jobs", LabelJobViewSet, basename="label-job")
+router.register("assignments", LabelAssignmentViewSet, basename="label-assignment")
+router.register("annotations", AnnotationViewSet, basename="annotation")
+router.register("reviews", ReviewViewSet, basename="review")
+router.register("gold-labels", GoldLabelViewSet, basename="gold-label")
+router.register("exports", DatasetExportViewSet, basename="dataset-export")
 router.register("field/tasks", FieldTaskViewSet, basename="field-task")
 router.register("field/records", FieldRecordViewSet, basename="field-record")
 router.register("field/photos", FieldPhotoViewSet, basename="field-photo")
 router.register("gap-reports", GapReportViewSet, basename="gap-report")
+router.register("collection-tasks", CollectionTaskRecordings, basename="task-recordings")
+router.register("recording-uploads", RecordingUploadViewSet, basename="recording-upload")
 router.register("policy-versions", PolicyVersionViewSet, basename="policy-version")
 router.register("evaluations", EvaluationRunViewSet, basename="evaluation")
 router.register("round-impacts", RoundImpactViewSet, basename="round-impact")

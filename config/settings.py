@@ -83,6 +83,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "accounts.middleware.ContentSecurityPolicyMiddleware",
+    "accounts.middleware.RejectNullBytesMiddleware",
     "axes.middleware.AxesMiddleware",
 ]
 
@@ -202,6 +203,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_RATES": {"anon": "60/min"},
+    "EXCEPTION_HANDLER": "accounts.apis.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Fieldcraft API",
@@ -219,6 +221,7 @@ SPECTACULAR_SETTINGS = {
         "RoundStatusEnum": "campaigns.models.CollectionRound.Status",
         "CampaignStatusEnum": "campaigns.models.Campaign.Status",
         "JobStatusEnum": "accounts.models.Job.Status",
+        "TaskRecordingKindEnum": "campaigns.models.TaskRecording.Kind",
     },
 }
 
@@ -245,7 +248,21 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BEAT_SCHEDULE = {
-    "requeue-stale-jobs": {"task": "accounts.tasks.jobs_requeue_stale", "schedule": 60.0},
+    "requeue-stale-jobs": {
+        "task": "accounts.tasks.jobs_requeue_stale",
+        "schedule": float(os.environ.get("FIELDCRAFT_REQUEUE_SECONDS", 60)),
+    },
+}
+
+CACHES = {
+    "default": (
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": os.environ["CACHE_URL"],
+        }
+        if os.environ.get("CACHE_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
 }
 
 LOGGING = {

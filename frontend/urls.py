@@ -53,10 +53,29 @@ field_urls = (
         path("", field.FieldToday.as_view(), name="today"),
         path("sw.js", field.FieldServiceWorker.as_view(), name="sw"),
         path("tasks/<int:pk>/photos/", field.FieldTaskPhotos.as_view(), name="task-photos"),
+        path("tasks/<int:pk>/captures/", field.FieldTaskCaptures.as_view(), name="task-captures"),
     ],
     "field",
 )
-label_urls = ([path("", label.LabelQueue.as_view(), name="queue")], "label")
+label_urls = (
+    [
+        path("", label.LabelQueue.as_view(), name="queue"),
+        path("jobs/<int:pk>/", label.JobDetail.as_view(), name="job"),
+        path("jobs/<int:pk>/next/", label.JobNext.as_view(), name="job-next"),
+        path("jobs/<int:pk>/settings/", label.JobSettings.as_view(), name="job-settings"),
+        path("jobs/<int:pk>/review/", label.JobReview.as_view(), name="review"),
+        path("assignments/<int:pk>/", label.AssignmentView.as_view(), name="assignment"),
+        path("assignments/<int:pk>/skip/", label.AssignmentSkip.as_view(), name="skip"),
+        path("episodes/<int:pk>/media/", label.EpisodeMedia.as_view(), name="episode-media"),
+        path("episodes/<int:pk>/resolve/", label.EpisodeResolve.as_view(), name="resolve"),
+        path("datasets/<int:pk>/job/", label.DatasetJobCreate.as_view(), name="dataset-job"),
+        path("datasets/<int:pk>/exports/", label.DatasetExports.as_view(), name="dataset-exports"),
+        path("exports/<int:pk>/", label.ExportDetail.as_view(), name="export"),
+        path("exports/<int:pk>/progress/", label.ExportProgress.as_view(), name="export-progress"),
+        path("exports/<int:pk>/download/", label.ExportDownload.as_view(), name="export-download"),
+    ],
+    "label",
+)
 inventory_urls = (
     [
         path("", inventory.InventoryHome.as_view(), name="home"),

@@ -46,3 +46,68 @@ class InventoryImportAdmin(ScopedAdmin):
     list_select_related = ["job", "created_by"]
     raw_id_fields = ["dataset", "job"]
     readonly_fields = ["summary", "options", "source_path"]
+
+
+from labeling.models import (  # noqa: E402
+    Annotation,
+    DatasetExport,
+    GoldLabel,
+    LabelAssignment,
+    LabelJob,
+    Recording,
+    Review,
+)
+
+
+@admin.register(Recording)
+class RecordingAdmin(ScopedAdmin):
+    list_display = [
+        "original_name",
+        "status",
+        "is_calibration",
+        "size",
+        "created_at",
+        "validated_at",
+    ]
+    list_filter = ["status", "is_calibration"]
+    search_fields = ["original_name", "sha256"]
+    readonly_fields = ["sha256", "size", "storage_path", "report", "message", "status"]
+    raw_id_fields = ["episode"]
+
+
+@admin.register(LabelJob)
+class LabelJobAdmin(ScopedAdmin):
+    list_display = ["__str__", "status", "created_at"]
+    list_filter = ["status"]
+
+
+@admin.register(LabelAssignment)
+class LabelAssignmentAdmin(ScopedAdmin):
+    list_display = ["__str__", "status", "assigned_at"]
+    list_filter = ["status"]
+    raw_id_fields = ["episode"]
+
+
+@admin.register(Annotation)
+class AnnotationAdmin(ScopedAdmin):
+    list_display = ["__str__", "outcome", "created_at"]
+    raw_id_fields = ["assignment"]
+
+
+@admin.register(Review)
+class ReviewAdmin(ScopedAdmin):
+    list_display = ["__str__", "decision", "created_at"]
+    list_filter = ["decision"]
+    raw_id_fields = ["episode"]
+
+
+@admin.register(GoldLabel)
+class GoldLabelAdmin(ScopedAdmin):
+    list_display = ["__str__", "outcome"]
+    raw_id_fields = ["episode"]
+
+
+@admin.register(DatasetExport)
+class DatasetExportAdmin(ScopedAdmin):
+    list_display = ["__str__", "format", "created_at"]
+    list_filter = ["format"]

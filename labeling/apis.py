@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.apis import ScopedViewSetMixin
-from accounts.models import membership_of
+from accounts.models import Role, membership_of
 from accounts.pagination import LargeListPagination
 from labeling.importers.errors import ImportFailed
 from labeling.importers.sources import FORMATS
@@ -48,8 +48,10 @@ class InventoryImportSerializer(serializers.ModelSerializer):
     problems = ImportProblemSerializer(source="job.errors", many=True, read_only=True)
     problems_total = serializers.SerializerMethodField()
     job = serializers.UUIDField(source="job_id", read_only=True)
-    started_at = serializers.DateTimeField(source="job.started_at", read_only=True)
-    finished_at = serializers.DateTimeField(source="job.finished_at", read_only=True)
+    started_at = serializers.DateTimeField(source="job.started_at", read_only=True, allow_null=True)
+    finished_at = serializers.DateTimeField(
+        source="job.finished_at", read_only=True, allow_null=True
+    )
 
     class Meta:
         model = InventoryImport
@@ -315,6 +317,9 @@ class EpisodeViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
 
     base_queryset = Episode.objects.select_related("condition_set")
     serializer_class = EpisodeSerializer
+    # Annotators work through their assignments; the raw inventory (with accepted and gold
+    # labels) is for managers, so a gold episode's answer cannot be looked up.
+    read_roles = frozenset({Role.MANAGER})
     pagination_class = LargeListPagination
     filterset_fields = ["dataset", "site", "embodiment", "task", "outcome", "label_status"]
     ordering_fields: list[str] = []

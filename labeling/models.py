@@ -8,11 +8,15 @@ Condition values live in ``condition_set`` (see :mod:`sites.models` for why they
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.db import models
-from django.db.models import Q
+import uuid
 
-from accounts.models import Organization, TenantQuerySet
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import F, Q
+
+from accounts.models import Membership, Organization, Role, TenantQuerySet
 from sites.models import ConditionSet, Embodiment, FailureMode, Site, Task
 
 
@@ -88,22 +92,39 @@ class Episode(models.Model):
         ACCEPTED = "accepted", "Accepted"
         REJECTED = "rejected", "Rejected"
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="episodes")
+    # Foreign keys carry no index of their own: inserts of millions of rows pay for every
+    # index, and the reads that matter are covered by the unique (dataset, key) index and
+    # the coverage index (organization, embodiment, condition set).
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    dataset = models.ForeignKey(
+        Dataset, on_delete=models.CASCADE, related_name="episodes", db_index=False
+    )
     key = models.CharField(
         max_length=200, help_text="Stable identifier within the dataset (episode index, row key)."
     )
     embodiment = models.ForeignKey(
-        Embodiment, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Embodiment,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
     )
     site = models.ForeignKey(
-        Site, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Site, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     task = models.ForeignKey(
-        Task, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        Task, null=True, blank=True, on_delete=models.PROTECT, related_name="+", db_index=False
     )
     condition_set = models.ForeignKey(
-        ConditionSet, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        ConditionSet,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
     )
     episode_count = models.PositiveIntegerField(
         default=1, help_text="How many episodes this row stands for (1 for a single episode)."
@@ -112,7 +133,12 @@ class Episode(models.Model):
     duration_s = models.FloatField(default=0)
     outcome = models.CharField(max_length=16, choices=Outcome.choices, default=Outcome.UNKNOWN)
     failure_mode = models.ForeignKey(
-        FailureMode, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        FailureMode,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_index=False,
     )
     storage_uri = models.CharField(max_length=500, blank=True)
     provenance = models.CharField(
@@ -224,3 +250,467 @@ class InventoryImport(models.Model):
 
     def __str__(self) -> str:
         return f"Import of {self.source_name} into {self.dataset_name}"
+
+
+class RecordingQuerySet(TenantQuerySet):
+    operator_path = "organization"
+
+
+class Recording(models.Model):
+    """A stored capture recording (one or more MCAP files, stored once per content) and its validation."""
+
+    class Status(models.TextChoices):
+        RECEIVED = "received", "Received"
+        VALIDATING = "validating", "Validating"
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Failed"
+        UNREADABLE = "unreadable", "Unreadable"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    sha256 = models.CharField(max_length=64)
+    size = models.BigIntegerField()
+    original_name = models.CharField(max_length=300)
+    storage_path = models.CharField(max_length=1000)
+    embodiment = models.ForeignKey(
+        Embodiment, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    episode = models.ForeignKey(
+        Episode, null=True, blank=True, on_delete=models.SET_NULL, related_name="recordings"
+    )
+    is_calibration = models.BooleanField(default=False)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RECEIVED)
+    report = models.JSONField(default=dict, blank=True)
+    message = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    validated_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RecordingQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "sha256"], name="recording_content_unique"
+            ),
+            models.CheckConstraint(name="recording_size_positive", condition=Q(size__gt=0)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.original_name} ({self.get_status_display()})"
+
+
+class RecordingUpload(models.Model):
+    """A resumable upload in progress: bytes arrive in order, the checksum is verified at the end."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    filename = models.CharField(max_length=300)
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    received = models.BigIntegerField(default=0)
+    path = models.CharField(max_length=1000)
+    context = models.JSONField(default=dict, blank=True, help_text="task, kind, episode key")
+    recording = models.ForeignKey(
+        Recording, null=True, blank=True, on_delete=models.SET_NULL, related_name="uploads"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = RecordingQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                name="upload_received_within_size", condition=Q(received__lte=F("size"))
+            ),
+            models.CheckConstraint(name="upload_size_positive", condition=Q(size__gt=0)),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.filename}: {self.received}/{self.size} bytes"
+
+    @property
+    def complete(self) -> bool:
+        return self.received >= self.size
+
+
+# --- labels: jobs, assignments, annotations, gold, reviews, exports ------------------------
+#
+# A dataset has at most one LabelJob; every single-episode row of the dataset is one
+# LabelItem of the job, which says how many annotations it needs (1, or the job's overlap
+# for the share of episodes labelled twice or more) and how many assignments hold it now
+# (``claims``). The check constraint ``claims <= required`` is what keeps a single-annotation
+# episode with at most one annotator at a time; the queue claims items with
+# ``SELECT ... FOR UPDATE SKIP LOCKED`` (see :mod:`labeling.labels.services`).
+
+
+class LabelJobQuerySet(TenantQuerySet):
+    operator_path = "organization"
+
+
+class LabelJob(models.Model):
+    """Labelling of one dataset: what to label, how much overlap, how much gold, who made it."""
+
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        CLOSED = "closed", "Closed"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    dataset = models.OneToOneField(Dataset, on_delete=models.CASCADE, related_name="label_job")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    overlap_share = models.FloatField(
+        default=0.2,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of episodes labelled by several annotators (for agreement).",
+    )
+    annotators_per_overlap = models.PositiveSmallIntegerField(
+        default=2,
+        validators=[MinValueValidator(2), MaxValueValidator(10)],
+        help_text="How many annotators label each overlapped episode.",
+    )
+    gold_share = models.FloatField(
+        default=0.1,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Share of an annotator's items that are gold episodes (while unseen gold remains).",
+    )
+    accuracy_threshold = models.FloatField(
+        default=0.8,
+        validators=[MinValueValidator(0.0), MaxValueValidator(1.0)],
+        help_text="Gold accuracy below which an annotator's single-labelled episodes go to review.",
+    )
+    dimensions = ArrayField(
+        models.IntegerField(),
+        default=list,
+        blank=True,
+        help_text="Condition dimension ids to label; empty: every dimension of the organization.",
+    )
+    claim_minutes = models.PositiveIntegerField(
+        default=30, help_text="An unfinished claim is released after this many minutes."
+    )
+    instructions = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = LabelJobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                name="label_job_status_valid", condition=Q(status__in=["open", "closed"])
+            ),
+            models.CheckConstraint(
+                name="label_job_overlap_share_range",
+                condition=Q(overlap_share__gte=0) & Q(overlap_share__lte=1),
+            ),
+            models.CheckConstraint(
+                name="label_job_gold_share_range",
+                condition=Q(gold_share__gte=0) & Q(gold_share__lte=1),
+            ),
+            models.CheckConstraint(
+                name="label_job_accuracy_threshold_range",
+                condition=Q(accuracy_threshold__gte=0) & Q(accuracy_threshold__lte=1),
+            ),
+            models.CheckConstraint(
+                name="label_job_overlap_annotators",
+                condition=Q(annotators_per_overlap__gte=2) & Q(annotators_per_overlap__lte=10),
+            ),
+            models.CheckConstraint(
+                name="label_job_claim_minutes_positive", condition=Q(claim_minutes__gte=1)
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Labelling of {self.dataset}"
+
+
+class LabelItemQuerySet(TenantQuerySet):
+    operator_path = "job__organization"
+
+
+class LabelItem(models.Model):
+    """One episode of a label job: annotations it needs, and assignments holding it now."""
+
+    job = models.ForeignKey(LabelJob, on_delete=models.CASCADE, related_name="items")
+    episode = models.OneToOneField(Episode, on_delete=models.CASCADE, related_name="label_item")
+    required = models.PositiveSmallIntegerField(default=1)
+    claims = models.PositiveSmallIntegerField(
+        default=0, help_text="Assignments assigned or done (skipped and released ones are not)."
+    )
+    is_gold = models.BooleanField(
+        default=False, help_text="A gold episode: every annotator labels it once, for accuracy."
+    )
+
+    objects = LabelItemQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["job", "id"]
+        constraints = [
+            models.CheckConstraint(
+                name="label_item_required_positive", condition=Q(required__gte=1)
+            ),
+            # A single-annotation episode is held by at most one annotator at a time.
+            models.CheckConstraint(
+                name="label_item_claims_within_required",
+                condition=Q(is_gold=True) | Q(claims__lte=F("required")),
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["job", "is_gold", "-claims", "id"], name="label_item_queue"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.episode_id} in {self.job_id} ({self.claims}/{self.required})"
+
+
+class LabelAssignmentQuerySet(TenantQuerySet):
+    operator_path = "job__organization"
+
+    def _visible_to_operator_member(self, membership: Membership) -> LabelAssignmentQuerySet:
+        qs = self.filter(job__organization_id=membership.organization_id)
+        if membership.role == Role.ANNOTATOR:
+            qs = qs.filter(annotator_id=membership.user_id)  # annotators see their own work
+        return qs
+
+
+class LabelAssignment(models.Model):
+    """An episode handed to one annotator; never the same episode twice to the same person."""
+
+    class Status(models.TextChoices):
+        ASSIGNED = "assigned", "Assigned"
+        DONE = "done", "Done"
+        SKIPPED = "skipped", "Skipped"
+
+    job = models.ForeignKey(LabelJob, on_delete=models.CASCADE, related_name="assignments")
+    item = models.ForeignKey(LabelItem, on_delete=models.CASCADE, related_name="assignments")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="label_assignments")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="label_assignments"
+    )
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ASSIGNED)
+    assigned_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = LabelAssignmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-assigned_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["episode", "annotator"], name="label_assignment_once_per_annotator"
+            ),
+            models.UniqueConstraint(
+                fields=["job", "annotator"],
+                condition=Q(status="assigned"),
+                name="label_assignment_one_open_claim",
+            ),
+            models.CheckConstraint(
+                name="label_assignment_status_valid",
+                condition=Q(status__in=["assigned", "done", "skipped"]),
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["job", "status", "expires_at"], name="label_assignment_open"),
+            models.Index(fields=["job", "finished_at"], name="label_assignment_finished"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.episode_id} for {self.annotator_id} ({self.status})"
+
+
+class AnnotationQuerySet(TenantQuerySet):
+    operator_path = "assignment__job__organization"
+
+    def _visible_to_operator_member(self, membership: Membership) -> AnnotationQuerySet:
+        qs = self.filter(assignment__job__organization_id=membership.organization_id)
+        if membership.role == Role.ANNOTATOR:
+            qs = qs.filter(annotator_id=membership.user_id)
+        return qs
+
+
+class Annotation(models.Model):
+    """What one annotator said about one episode: conditions present, outcome, failure mode."""
+
+    assignment = models.OneToOneField(
+        LabelAssignment, on_delete=models.CASCADE, related_name="annotation"
+    )
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="annotations")
+    annotator = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="annotations"
+    )
+    value_ids = ArrayField(
+        models.IntegerField(), default=list, blank=True, help_text="Sorted ConditionValue ids."
+    )
+    outcome = models.CharField(max_length=16, choices=Episode.Outcome.choices)
+    failure_mode = models.ForeignKey(
+        FailureMode, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    notes = models.TextField(blank=True)
+    flagged = models.BooleanField(default=False, help_text="The annotator asked for a review.")
+    seconds_spent = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = AnnotationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                name="annotation_outcome_valid",
+                condition=Q(outcome__in=["success", "failure", "unknown"]),
+            ),
+            models.CheckConstraint(
+                name="annotation_failure_mode_only_on_failure",
+                condition=Q(failure_mode__isnull=True) | Q(outcome="failure"),
+            ),
+            models.CheckConstraint(
+                name="annotation_seconds_nonnegative",
+                condition=Q(seconds_spent__isnull=True) | Q(seconds_spent__gte=0),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Annotation of {self.episode_id} by {self.annotator_id}"
+
+
+class GoldLabelQuerySet(TenantQuerySet):
+    operator_path = "organization"
+
+    def _visible_to_operator_member(self, membership: Membership) -> GoldLabelQuerySet:
+        if membership.role != Role.MANAGER:
+            return self.none()  # the answers annotators are scored against
+        return self.filter(organization_id=membership.organization_id)
+
+
+class GoldLabel(models.Model):
+    """Known labels of an episode; annotators' answers on it score their accuracy."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    episode = models.OneToOneField(Episode, on_delete=models.CASCADE, related_name="gold_label")
+    value_ids = ArrayField(models.IntegerField(), default=list, blank=True)
+    outcome = models.CharField(max_length=16, choices=Episode.Outcome.choices)
+    failure_mode = models.ForeignKey(
+        FailureMode, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = GoldLabelQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(
+                name="gold_label_outcome_valid",
+                condition=Q(outcome__in=["success", "failure", "unknown"]),
+            ),
+            models.CheckConstraint(
+                name="gold_label_failure_mode_only_on_failure",
+                condition=Q(failure_mode__isnull=True) | Q(outcome="failure"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Gold labels of {self.episode_id}"
+
+
+class ReviewQuerySet(TenantQuerySet):
+    operator_path = "organization"
+
+
+class Review(models.Model):
+    """A reviewer's decision on an episode: accept with resolved labels, or reject with a reason."""
+
+    class Decision(models.TextChoices):
+        ACCEPT = "accept", "Accept"
+        REJECT = "reject", "Reject"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    job = models.ForeignKey(LabelJob, on_delete=models.CASCADE, related_name="reviews")
+    episode = models.ForeignKey(Episode, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="label_reviews"
+    )
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    value_ids = ArrayField(models.IntegerField(), default=list, blank=True)
+    outcome = models.CharField(
+        max_length=16, choices=Episode.Outcome.choices, default=Episode.Outcome.UNKNOWN
+    )
+    failure_mode = models.ForeignKey(
+        FailureMode, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ReviewQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                name="review_decision_valid", condition=Q(decision__in=["accept", "reject"])
+            ),
+            models.CheckConstraint(
+                name="review_reject_has_reason", condition=Q(decision="accept") | ~Q(reason="")
+            ),
+            models.CheckConstraint(
+                name="review_failure_mode_only_on_failure",
+                condition=Q(failure_mode__isnull=True) | Q(outcome="failure"),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_decision_display()} {self.episode_id}"
+
+
+class DatasetExportQuerySet(TenantQuerySet):
+    operator_path = "organization"
+
+
+class DatasetExport(models.Model):
+    """One export of a dataset's synchronised, accepted episodes in a training format."""
+
+    class Format(models.TextChoices):
+        LEROBOT_V3 = "lerobot-v3", "LeRobot v3.0"
+        LEROBOT_V21 = "lerobot-v2.1", "LeRobot v2.1"
+        PARQUET = "parquet", "Parquet manifest"
+        CSV = "csv", "CSV manifest"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="exports")
+    format = models.CharField(max_length=16, choices=Format.choices)
+    job = models.OneToOneField(
+        "accounts.Job", on_delete=models.CASCADE, related_name="dataset_export"
+    )
+    path = models.CharField(max_length=1000, blank=True, help_text="The zip file, when written.")
+    summary = models.JSONField(default=dict, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = DatasetExportQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                name="dataset_export_format_valid",
+                condition=Q(format__in=["lerobot-v3", "lerobot-v2.1", "parquet", "csv"]),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_format_display()} export of {self.dataset}"

@@ -1,11 +1,45 @@
-"""Capture validation inside the app: specs from embodiments, stored uploads, results on episodes."""
+"""Capture validation inside the app: resumable uploads, content-addressed storage, validation in Celery.
+
+A recording is stored once per content (SHA-256) per organization: re-sending the same file
+returns the stored recording. Uploads are resumable: bytes arrive in order at the offset the
+server reports, and the checksum is verified before the file is kept.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import re
+import shutil
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from accounts.models import Organization
+from accounts.services import JobFailed, job_create, job_running
 from labeling.capture.spec import CaptureSpec
+from labeling.models import Episode, Recording, RecordingUpload
 from sites.models import Embodiment
+
+MAX_RECORDING_BYTES = 50 * 1024**3
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class UploadError(ValueError):
+    """An upload request that cannot be taken (names the field and what was expected)."""
+
+
+class UploadOffsetMismatch(UploadError):
+    """A chunk did not start where the server's copy ends; ``expected`` is where to resume."""
+
+    def __init__(self, expected: int, got: int) -> None:
+        super().__init__(
+            f"chunk starts at byte {got:,} but the server has {expected:,}; resume from {expected:,}"
+        )
+        self.expected = expected
 
 
 def capture_spec_for(*, embodiment: Embodiment, **tolerances: Any) -> CaptureSpec:
@@ -23,3 +57,214 @@ def capture_spec_for(*, embodiment: Embodiment, **tolerances: Any) -> CaptureSpe
         },
         **tolerances,
     )
+
+
+def _root(kind: str) -> Path:
+    path = Path(settings.MEDIA_ROOT) / kind
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def upload_start(
+    *,
+    organization: Organization,
+    filename: str,
+    size: int,
+    sha256: str,
+    context: dict[str, Any],
+    actor: Any = None,
+) -> RecordingUpload | Recording:
+    """Start (or resume) an upload; return the stored Recording when this content is already here."""
+    sha = sha256.strip().lower()
+    if not SHA256.match(sha):
+        raise UploadError("sha256: expected the file's SHA-256 as 64 hexadecimal characters")
+    if not 0 < size <= MAX_RECORDING_BYTES:
+        raise UploadError(f"size: expected 1 byte to {MAX_RECORDING_BYTES:,} bytes, got {size:,}")
+    name = Path(filename).name
+    if not name.lower().endswith(".mcap"):
+        raise UploadError(f"filename: expected an .mcap recording, got {name!r}")
+    existing = Recording.objects.filter(organization=organization, sha256=sha).first()
+    if existing is not None:
+        return existing
+    pending = (
+        RecordingUpload.objects.filter(
+            organization=organization, sha256=sha, size=size, recording__isnull=True
+        )
+        .order_by("created_at")
+        .first()
+    )
+    if pending is not None:
+        return pending
+    upload = RecordingUpload.objects.create(
+        organization=organization,
+        filename=name,
+        size=size,
+        sha256=sha,
+        context=context,
+        created_by=actor if getattr(actor, "pk", None) else None,
+        path="",
+    )
+    part = _root("uploads") / f"{upload.pk}.part"
+    part.touch()
+    RecordingUpload.objects.filter(pk=upload.pk).update(path=str(part))
+    upload.path = str(part)
+    return upload
+
+
+def upload_append(
+    *, upload: RecordingUpload, offset: int, chunk: bytes, actor: Any = None
+) -> RecordingUpload | Recording:
+    """Append a chunk at ``offset``; when the last byte arrives verify the checksum and store the recording.
+
+    Raises UploadOffsetMismatch when the chunk does not start where the server's copy ends,
+    UploadError when it runs past the declared size or the checksum does not match (the
+    partial file is then discarded so the client starts again).
+    """
+    if upload.recording_id:
+        return upload.recording  # type: ignore[return-value]
+    if offset + len(chunk) > upload.size:
+        raise UploadError(
+            f"chunk ends at byte {offset + len(chunk):,}, past the declared size {upload.size:,}"
+        )
+    with transaction.atomic():
+        locked = RecordingUpload.objects.select_for_update().get(pk=upload.pk)
+        if locked.recording_id:
+            return locked.recording  # type: ignore[return-value]
+        if offset != locked.received:
+            raise UploadOffsetMismatch(locked.received, offset)
+        with open(locked.path, "r+b") as fh:
+            fh.seek(offset)
+            fh.write(chunk)
+            fh.truncate()
+        RecordingUpload.objects.filter(pk=locked.pk).update(received=F("received") + len(chunk))
+        locked.refresh_from_db()
+    if not locked.complete:
+        return locked
+    return _finish(locked, actor)
+
+
+def _finish(upload: RecordingUpload, actor: Any) -> Recording:
+    digest = hashlib.sha256()
+    with open(upload.path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    if digest.hexdigest() != upload.sha256:
+        RecordingUpload.objects.filter(pk=upload.pk).update(received=0)
+        Path(upload.path).write_bytes(b"")
+        raise UploadError(
+            f"sha256: the {upload.size:,} bytes received hash to {digest.hexdigest()[:12]}…, not "
+            f"{upload.sha256[:12]}…; the upload was reset, send the file again"
+        )
+    target = _root("recordings") / upload.sha256[:2] / f"{upload.sha256}.mcap"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    context = upload.context or {}
+    episode = None
+    if context.get("episode_key") and context.get("dataset_id"):
+        episode = Episode.objects.filter(
+            dataset_id=context["dataset_id"], key=str(context["episode_key"])
+        ).first()
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                recording = Recording.objects.create(
+                    organization_id=upload.organization_id,
+                    sha256=upload.sha256,
+                    size=upload.size,
+                    original_name=upload.filename,
+                    storage_path=str(target),
+                    embodiment_id=context.get("embodiment_id"),
+                    episode=episode,
+                    is_calibration=bool(context.get("calibration")),
+                    created_by=actor if getattr(actor, "pk", None) else None,
+                )
+            created = True
+        except IntegrityError:
+            recording = Recording.objects.get(
+                organization_id=upload.organization_id, sha256=upload.sha256
+            )
+            created = False
+        RecordingUpload.objects.filter(pk=upload.pk).update(recording=recording)
+        if created:
+            shutil.move(upload.path, target)
+            recording_validate_request(recording=recording, actor=actor)
+        else:
+            Path(upload.path).unlink(missing_ok=True)
+    return recording
+
+
+def recording_validate_request(*, recording: Recording, actor: Any = None) -> Any:
+    """Queue capture validation of a stored recording (progress on a Job)."""
+    return job_create(
+        organization=recording.organization,
+        kind="capture_validation",
+        title=f"Validate {recording.original_name}",
+        task_name="labeling.tasks.recording_validate",
+        task_kwargs={"recording_id": recording.pk},
+        created_by=actor,
+    )
+
+
+def recording_validate_run(*, job_id: str) -> None:
+    """Validate the job's recording and write the verdict to it and its episode."""
+    with job_running(job_id=job_id) as ctx:
+        if ctx is None:
+            return
+        recording = Recording.objects.select_related("embodiment", "episode").get(
+            pk=ctx.job.task_kwargs["recording_id"]
+        )
+        ctx.progress(0, 1, f"Reading {recording.original_name}", force=True)
+        recording = recording_validate(recording=recording)
+        if recording.status == Recording.Status.UNREADABLE:
+            raise JobFailed(recording.message, [{"message": recording.message}])
+
+
+def recording_validate(*, recording: Recording) -> Recording:
+    """Validate now (idempotent): store the report, set the episode's sync status and validity."""
+    from labeling.capture import CaptureReadError, validate_recording
+
+    Recording.objects.filter(pk=recording.pk).update(status=Recording.Status.VALIDATING)
+    spec = capture_spec_for(embodiment=recording.embodiment) if recording.embodiment else None
+    try:
+        report = validate_recording(
+            [Path(recording.storage_path)],
+            spec,
+            calibration=recording.is_calibration and spec is not None,
+        )
+    except CaptureReadError as exc:
+        Recording.objects.filter(pk=recording.pk).update(
+            status=Recording.Status.UNREADABLE,
+            message=str(exc),
+            validated_at=timezone.now(),
+            report={"error": str(exc)},
+        )
+        _mark_episode(
+            recording, passed=False, failed=["files_read"], sync=Episode.SyncStatus.INCOMPLETE
+        )
+        recording.refresh_from_db()
+        return recording
+    data = report.to_dict()
+    failed = [c.name for c in report.failed_checks]
+    status = Recording.Status.PASSED if report.passed else Recording.Status.FAILED
+    Recording.objects.filter(pk=recording.pk).update(
+        status=status, report=data, message=report.to_text()[:4000], validated_at=timezone.now()
+    )
+    if report.passed:
+        sync = Episode.SyncStatus.SYNCED
+    elif "synchronisation" in failed:
+        sync = Episode.SyncStatus.DESYNCED
+    else:
+        sync = Episode.SyncStatus.INCOMPLETE
+    _mark_episode(recording, passed=report.passed, failed=failed, sync=sync)
+    recording.refresh_from_db()
+    return recording
+
+
+def _mark_episode(recording: Recording, *, passed: bool, failed: list[str], sync: str) -> None:
+    if recording.episode_id is None:
+        return
+    episode = Episode.objects.get(pk=recording.episode_id)
+    extra = dict(episode.extra or {})
+    extra["capture"] = {"passed": passed, "failed_checks": failed, "recording": recording.pk}
+    # Calibration episodes are not training data: validation never makes them count.
+    validated = passed and not recording.is_calibration
+    Episode.objects.filter(pk=episode.pk).update(sync_status=sync, validated=validated, extra=extra)

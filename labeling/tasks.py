@@ -10,3 +10,17 @@ def inventory_import(*, job_id: str) -> None:
     from labeling.services import inventory_import_run
 
     inventory_import_run(job_id=job_id)
+
+
+@shared_task(name="labeling.tasks.recording_validate", acks_late=True)
+def recording_validate(*, job_id: str) -> None:
+    from labeling.recordings import recording_validate_run
+
+    recording_validate_run(job_id=job_id)
+
+
+@shared_task(name="labeling.tasks.dataset_export")
+def dataset_export(*, job_id: str) -> None:
+    from labeling.labels.exports import dataset_export_run
+
+    dataset_export_run(job_id=job_id)

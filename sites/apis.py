@@ -7,7 +7,7 @@ from typing import Any
 from django.db import transaction
 from rest_framework import serializers
 
-from accounts.apis import CustomerField, ScopedModelViewSet, ScopedRelatedField
+from accounts.apis import CustomerField, LocalTimeField, ScopedModelViewSet, ScopedRelatedField
 from accounts.models import Role
 from accounts.pagination import LargeListPagination
 from sites.models import (
@@ -94,6 +94,9 @@ class EmbodimentViewSet(ScopedModelViewSet):
 
 
 class AccessWindowSerializer(serializers.ModelSerializer):
+    start_time = LocalTimeField()
+    end_time = LocalTimeField()
+
     class Meta:
         model = AccessWindow
         fields = ["id", "weekday", "start_time", "end_time"]

@@ -22,6 +22,12 @@ def _eager_celery(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _media_in_tmp(settings: Any, tmp_path_factory: Any) -> None:
+    """Uploads, exports and recordings a test writes go to a temporary folder."""
+    settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")
+
+
 @pytest.fixture
 def world_a(db: None) -> World:
     return build_world("qzalpha")

@@ -28,7 +28,20 @@ from campaigns.models import (
     TaskTarget,
 )
 from campaigns.services import round_create
-from labeling.models import Dataset, Episode, InventoryImport
+from labeling.models import (
+    Annotation,
+    Dataset,
+    DatasetExport,
+    Episode,
+    GoldLabel,
+    InventoryImport,
+    LabelAssignment,
+    LabelItem,
+    LabelJob,
+    Recording,
+    RecordingUpload,
+    Review,
+)
 from sites.models import (
     AccessWindow,
     ActionDimension,
@@ -124,7 +137,15 @@ class World:
     target: CaptureTarget
     share: DashboardShare
     impact: RoundImpactReport
+    recording: Recording
+    recording_upload: RecordingUpload
     inventory_import: InventoryImport
+    label_job: LabelJob
+    label_assignment: LabelAssignment
+    annotation: Annotation
+    gold_label: GoldLabel
+    review: Review
+    dataset_export: DatasetExport
 
     def objects(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if hasattr(v, "pk")}
@@ -282,5 +303,188 @@ def build_world(tag: str) -> World:
     )
     failure_mode = mode
     failure_record = record
+    label_job, label_assignment, annotation, gold_label, review, dataset_export = _label_world(
+        tag, operator, manager, annotator, dataset, episode, values
+    )
+    recording = Recording.objects.create(
+        organization=operator,
+        sha256=f"{tag:0<64}"[:64],
+        size=10,
+        original_name=f"rec-{tag}.mcap",
+        storage_path="/nonexistent",
+        embodiment=embodiment,
+    )
+    recording_upload = RecordingUpload.objects.create(
+        organization=operator,
+        filename=f"up-{tag}.mcap",
+        size=10,
+        sha256="b" * 64,
+        path="/nonexistent",
+        created_by=field,
+        context={"task_id": collection_task.pk},
+    )
     fields = {f.name for f in dataclasses.fields(World)}
     return World(**{name: value for name, value in locals().items() if name in fields})
+
+
+# A 1×1 PNG: the world's episode has stored media, served through the app.
+WORLD_PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d49484452000000010000000108060000001f15c489"
+    "0000000b49444154789c6360000200000500017a5eab3f0000000049454e44ae426082"
+)
+
+
+def _write_once(path: Any, content: bytes) -> None:
+    """Write a small file under MEDIA_ROOT unless it is already there (worlds are rebuilt
+    for every test; the files are the same each time)."""
+    from pathlib import Path
+
+    target = Path(path)
+    if target.is_file() and target.read_bytes() == content:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.{id(content)}")
+    partial.write_bytes(content)
+    partial.replace(target)
+
+
+def _label_world(
+    tag: str,
+    operator: Organization,
+    manager: Any,
+    annotator: Any,
+    dataset: Dataset,
+    episode: Episode,
+    values: list[ConditionValue],
+) -> tuple[LabelJob, LabelAssignment, Annotation, GoldLabel, Review, DatasetExport]:
+    """The dataset's label job with the episode labelled, made gold, reviewed and exported;
+    the episode has a stored image and the export a zip file, both under MEDIA_ROOT."""
+    import io
+    import zipfile
+    from datetime import timedelta
+    from pathlib import Path
+
+    from django.conf import settings
+    from django.utils import timezone
+
+    now = timezone.now()
+    media = f"episode-media/world-{tag}.png"
+    _write_once(Path(settings.MEDIA_ROOT) / media, WORLD_PNG)
+    Episode.objects.filter(pk=episode.pk).update(
+        extra={"media": [media]}, sync_status="synced", label_status="accepted"
+    )
+    episode.refresh_from_db()
+    label_job = LabelJob.objects.create(organization=operator, dataset=dataset, created_by=manager)
+    item = LabelItem.objects.create(
+        job=label_job, episode=episode, required=1, claims=1, is_gold=True
+    )
+    assignment = LabelAssignment.objects.create(
+        job=label_job,
+        item=item,
+        episode=episode,
+        annotator=annotator,
+        status="done",
+        assigned_at=now,
+        expires_at=now + timedelta(minutes=30),
+        finished_at=now,
+    )
+    annotation = Annotation.objects.create(
+        assignment=assignment,
+        episode=episode,
+        annotator=annotator,
+        value_ids=[values[1].pk],
+        outcome="success",
+        seconds_spent=4.0,
+    )
+    gold = GoldLabel.objects.create(
+        organization=operator,
+        episode=episode,
+        value_ids=[values[1].pk],
+        outcome="success",
+        created_by=manager,
+    )
+    review = Review.objects.create(
+        organization=operator,
+        job=label_job,
+        episode=episode,
+        reviewer=manager,
+        decision="accept",
+        value_ids=[values[1].pk],
+        outcome="success",
+    )
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as zf:
+        entry = zipfile.ZipInfo(f"{dataset.slug}-csv/{dataset.slug}.csv", (2026, 1, 1, 0, 0, 0))
+        zf.writestr(entry, "key,frames\n0,100\n")
+    archive = Path(settings.MEDIA_ROOT) / "exports" / f"world-{tag}" / f"{dataset.slug}-csv.zip"
+    _write_once(archive, buffer.getvalue())
+    export = DatasetExport.objects.create(
+        organization=operator,
+        dataset=dataset,
+        format="csv",
+        job=Job.objects.create(
+            organization=operator, kind="export", title=f"Export {tag}", status="succeeded"
+        ),
+        path=str(archive),
+        summary={"rows": 1, "episodes": 1, "frames": 100, "excluded": {"reasons": []}},
+        created_by=manager,
+    )
+    return label_job, assignment, annotation, gold, review, export
+
+
+def captured_dataset(
+    world: World,
+    n: int = 6,
+    *,
+    slug: str = "round-capture",
+    sync_status: str = "synced",
+    label_status: str = "unlabelled",
+    intended: str = "dim",
+) -> tuple[Dataset, list[Episode]]:
+    """A round's capture dataset: ``n`` single episodes at the world's site, planned under
+    ``intended`` lighting and low clutter (a second dimension the label tests keep or label)."""
+    from datetime import UTC, datetime, timedelta
+
+    clutter, _ = ConditionDimension.objects.get_or_create(
+        organization=world.operator, slug="clutter", defaults={"name": "Clutter", "order": 1}
+    )
+    low, _ = ConditionValue.objects.get_or_create(
+        dimension=clutter, slug="low", defaults={"label": "Low", "order": 0}
+    )
+    ConditionValue.objects.get_or_create(
+        dimension=clutter, slug="high", defaults={"label": "High", "order": 1}
+    )
+    lighting = next(v for v in world.values if v.slug == intended)
+    cs = condition_set_intern(organization=world.operator, value_ids=[lighting.pk, low.pk])
+    dataset = Dataset.objects.create(
+        organization=world.operator,
+        slug=slug,
+        name=f"Capture {slug}",
+        source=Dataset.Source.CAPTURED,
+        embodiment=world.embodiment,
+        fps=30.0,
+    )
+    start = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+    episodes = [
+        Episode.objects.create(
+            organization=world.operator,
+            dataset=dataset,
+            key=f"cap-{i:03d}",
+            embodiment=world.embodiment,
+            site=world.site,
+            task=world.task,
+            condition_set=cs,
+            frames=300 + i,
+            duration_s=(300 + i) / 30.0,
+            outcome="success",
+            provenance="captured",
+            sync_status=sync_status,
+            label_status=label_status,
+            validated=True,
+            storage_uri=f"s3://bucket/{slug}/cap-{i:03d}.mcap",
+            recorded_at=start + timedelta(minutes=5 * i),
+            features={"light_lux": 80.0 + i},
+        )
+        for i in range(n)
+    ]
+    return dataset, episodes

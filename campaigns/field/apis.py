@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.urls import reverse
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
@@ -195,7 +196,7 @@ class FieldRecordViewSet(ScopedViewSetMixin, mixins.ListModelMixin, viewsets.Gen
         responses={
             200: FieldRecordBatchSerializer,
             201: FieldRecordOutcomeSerializer,
-            400: FieldRecordOutcomeSerializer,
+            400: OpenApiTypes.OBJECT,
             404: FieldRecordOutcomeSerializer,
             409: FieldRecordOutcomeSerializer,
         },
@@ -232,7 +233,7 @@ class FieldPhotoViewSet(viewsets.GenericViewSet):
         responses={
             200: FieldRecordOutcomeSerializer,
             201: FieldRecordOutcomeSerializer,
-            400: FieldRecordOutcomeSerializer,
+            400: OpenApiTypes.OBJECT,
             404: FieldRecordOutcomeSerializer,
             409: FieldRecordOutcomeSerializer,
         },
@@ -351,6 +352,7 @@ class BlockReasonSerializer(serializers.Serializer):
     label = serializers.CharField()  # type: ignore[assignment]
 
 
+@extend_schema_serializer(many=False)
 class FieldSyncSerializer(serializers.Serializer):
     server_time = serializers.DateTimeField()
     today = serializers.DateField()

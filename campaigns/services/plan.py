@@ -131,7 +131,8 @@ def round_plan(
             f"Round {round.number} is {round.status}; only draft or planned rounds can be planned."
         )
     campaign = round.campaign
-    start = request.start or round.start_date or timezone.localdate()
+    # Never schedule into the past: without an explicit start, begin today at the earliest.
+    start = request.start or max(round.start_date or timezone.localdate(), timezone.localdate())
     days = request.days or round.days or 14
     round.start_date, round.days = start, days
     if request.budget_episodes is not None:

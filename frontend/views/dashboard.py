@@ -34,7 +34,47 @@ def customers_visible_to(membership: Any) -> Any:
 
 
 def dashboard_context(*, customer: Organization, operator_id: int | None) -> dict[str, Any]:
-    """The dashboard of one customer: only its deployments and campaigns."""
+    """The dashboard of one customer (only its deployments and campaigns), precomputed.
+
+    The figures only change when a report, a round, an evaluation or production logs change,
+    so the computed context is cached under a fingerprint of those (one cheap query) and
+    dashboards stay fast however many rounds accumulate.
+    """
+    from django.core.cache import cache
+
+    key = f"dashboard:{customer.pk}:{operator_id}:{_fingerprint(customer)}"
+    cached = cache.get(key)
+    if cached is not None:
+        return cached
+    context = _dashboard_context(customer=customer, operator_id=operator_id)
+    cache.set(key, context, 600)
+    return context
+
+
+def _fingerprint(customer: Organization) -> str:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT
+              (SELECT MAX(finished_at) FROM analytics_gapreport g JOIN campaigns_campaign c ON c.id = g.campaign_id
+                WHERE c.customer_id = %(c)s),
+              (SELECT MAX(status_changed_at) FROM campaigns_collectionround r JOIN campaigns_campaign c
+                ON c.id = r.campaign_id WHERE c.customer_id = %(c)s),
+              (SELECT MAX(e.id) FROM analytics_evaluationrun e JOIN sites_deployment d ON d.id = e.deployment_id
+                WHERE d.customer_id = %(c)s),
+              (SELECT MAX(p.id) FROM sites_productionlog p JOIN sites_deployment d ON d.id = p.deployment_id
+                WHERE d.customer_id = %(c)s),
+              (SELECT COUNT(*) FROM sites_deployment WHERE customer_id = %(c)s),
+              (SELECT MAX(id) FROM campaigns_campaign WHERE customer_id = %(c)s)
+            """,
+            {"c": customer.pk},
+        )
+        return ":".join(str(v) for v in cursor.fetchone())
+
+
+def _dashboard_context(*, customer: Organization, operator_id: int | None) -> dict[str, Any]:
     deployments = Deployment.objects.filter(customer=customer).select_related(
         "site", "embodiment", "task"
     )

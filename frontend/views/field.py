@@ -178,3 +178,39 @@ class RoundProgress(MemberView, TemplateView):
         return super().get_context_data(
             round=round, campaign=round.campaign, progress=round_progress(round=round), **kwargs
         )
+
+
+class FieldTaskCaptures(MemberView, TemplateView):
+    """The capture report of a task, readable by a field lead on a tablet."""
+
+    roles = frozenset({Role.FIELD, Role.MANAGER})
+    scoped_model = CollectionTask
+    template_name = "frontend/field/captures.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from campaigns.models import TaskRecording
+
+        task = get_object_or_404(
+            CollectionTask.objects.visible_to(self.request.user).select_related(
+                "site", "embodiment", "round"
+            ),
+            pk=kwargs["pk"],
+        )
+        links = list(
+            TaskRecording.objects.filter(task=task)
+            .select_related("recording")
+            .order_by("-created_at")
+        )
+        rows = []
+        for link in links:
+            report = link.recording.report or {}
+            rows.append(
+                {
+                    "link": link,
+                    "recording": link.recording,
+                    "failed": [c for c in report.get("checks", []) if not c.get("passed")],
+                    "passed": [c for c in report.get("checks", []) if c.get("passed")],
+                    "topics": report.get("topics", []),
+                }
+            )
+        return super().get_context_data(task=task, rows=rows, **kwargs)

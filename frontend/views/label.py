@@ -1,41 +1,523 @@
-"""The annotator's queue."""
+"""Labelling pages: the annotators' queue and keyboard labelling page, the manager's job page
+(throughput, backlog, agreement, exclusions), the review of disagreements, and exports."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Q, Sum
+from django import forms
+from django.contrib import messages
+from django.db.models import Count
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http.response import HttpResponseBase
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Role
-from frontend.views.base import MemberView
-from labeling.models import Dataset, Episode
+from frontend.views.base import MANAGERS, MemberView
+from labeling.labels.exports import (
+    ExportError,
+    dataset_export_start,
+    exclusion_lines,
+    export_file,
+)
+from labeling.labels.selectors import (
+    LabelSchema,
+    assignment_page,
+    episode_media,
+    export_eligibility,
+    job_stats,
+    label_queue,
+    label_schema,
+    review_queue,
+)
+from labeling.labels.services import (
+    LabelingError,
+    annotation_submit,
+    assignment_skip,
+    label_job_create,
+    label_job_update,
+    label_next,
+    review_resolve,
+)
+from labeling.models import Dataset, DatasetExport, Episode, LabelAssignment, LabelJob
+
+LABELLERS = frozenset({Role.MANAGER, Role.ANNOTATOR})
+MEDIA_READERS = frozenset({Role.MANAGER, Role.ANNOTATOR, Role.FIELD})
+
+
+def _job_for(user: Any, pk: int) -> LabelJob:
+    return get_object_or_404(LabelJob.objects.visible_to(user).select_related("dataset"), pk=pk)
+
+
+# --- the queue ------------------------------------------------------------------------------------
 
 
 class LabelQueue(MemberView, TemplateView):
-    roles = frozenset({Role.ANNOTATOR, Role.MANAGER})
+    """Open label jobs with what is left and what this person has done; managers also see
+    datasets captured by rounds that have no job yet."""
+
+    roles = LABELLERS
     template_name = "frontend/label/queue.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        pending = Q(
-            episodes__label_status__in=[
-                Episode.LabelStatus.UNLABELLED,
-                Episode.LabelStatus.IN_PROGRESS,
-            ]
+        user = self.request.user
+        jobs = (
+            LabelJob.objects.visible_to(user)
+            .select_related("dataset")
+            .order_by("status", "-created_at", "-id")
         )
-        datasets = (
-            Dataset.objects.visible_to(self.request.user)
-            .filter(source=Dataset.Source.CAPTURED)
-            .annotate(
-                n_episodes=Count("episodes"),
-                n_pending=Count("episodes", filter=pending),
-                n_accepted=Count(
-                    "episodes", filter=Q(episodes__label_status=Episode.LabelStatus.ACCEPTED)
-                ),
+        rows = label_queue(jobs=jobs, user_id=self.membership.user_id)
+        without_job: list[Dataset] = []
+        if self.membership.role == Role.MANAGER:
+            without_job = list(
+                Dataset.objects.visible_to(user)
+                .filter(source=Dataset.Source.CAPTURED, label_job__isnull=True)
+                .annotate(n_episodes=Count("episodes"))
+                .order_by("-updated_at")[:50]
             )
-            .order_by("-updated_at")
+        return super().get_context_data(
+            rows=rows,
+            open_rows=[r for r in rows if r.job.status == LabelJob.Status.OPEN],
+            closed_rows=[r for r in rows if r.job.status != LabelJob.Status.OPEN],
+            without_job=without_job,
+            **kwargs,
         )
-        inventory = Dataset.objects.visible_to(self.request.user).aggregate(
-            total=Sum("episodes__episode_count")
+
+
+class DatasetJobCreate(MemberView, View):
+    """Create the label job of a dataset (managers)."""
+
+    roles = MANAGERS
+    scoped_model = Dataset
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponseRedirect:
+        dataset = get_object_or_404(Dataset.objects.visible_to(request.user), pk=pk)
+        try:
+            job = label_job_create(
+                dataset=dataset,
+                actor=request.user,
+                overlap_share=_share(request.POST.get("overlap_share"), 0.2),
+                gold_share=_share(request.POST.get("gold_share"), 0.1),
+            )
+        except LabelingError as exc:
+            messages.error(request, str(exc))
+            existing = LabelJob.objects.filter(dataset=dataset).first()
+            return redirect("label:job", pk=existing.pk) if existing else redirect("label:queue")
+        messages.success(request, f"Label job created for {dataset.name}.")
+        return redirect("label:job", pk=job.pk)
+
+
+def _share(raw: str | None, default: float) -> float:
+    try:
+        value = float(raw) if raw not in (None, "") else default
+    except ValueError:
+        return default
+    return value / 100 if value > 1 else value
+
+
+class JobNext(MemberView, View):
+    """Claim the caller's next episode of a job and open it."""
+
+    roles = LABELLERS
+    scoped_model = LabelJob
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponseRedirect:
+        job = _job_for(request.user, pk)
+        return _go_next(request, job)
+
+
+def _go_next(request: HttpRequest, job: LabelJob) -> HttpResponseRedirect:
+    try:
+        assignment = label_next(annotator=request.user, job=job)
+    except LabelingError as exc:
+        messages.error(request, str(exc))
+        return redirect("label:queue")
+    if assignment is None:
+        messages.success(request, f"Nothing left for you in {job.dataset.name}. Thank you!")
+        return redirect("label:queue")
+    return redirect("label:assignment", pk=assignment.pk)
+
+
+# --- labelling one episode ---------------------------------------------------------------------------
+
+
+def _answer_from(post: Any, schema: LabelSchema) -> dict[str, Any]:
+    return {
+        "value_ids": [post.get(f"dim-{d.id}", "") for d in schema.dimensions],
+        "outcome": post.get("outcome", ""),
+        "failure_mode_id": post.get("failure_mode") or None,
+        "notes": post.get("notes", ""),
+        "flagged": post.get("flagged") in ("1", "on", "true"),
+    }
+
+
+def _seconds(raw: str | None) -> float | None:
+    try:
+        return float(raw) if raw else None
+    except ValueError:
+        return None
+
+
+class AssignmentView(MemberView, TemplateView):
+    """The labelling page: metadata, capture validation, media, and the answer form,
+    pre-filled with what the protocol intended. Keyboard: see label.js."""
+
+    roles = LABELLERS
+    scoped_model = LabelAssignment
+    template_name = "frontend/label/assignment.html"
+
+    def _assignment(self, pk: int) -> LabelAssignment:
+        return get_object_or_404(
+            LabelAssignment.objects.visible_to(self.request.user).select_related(
+                "job", "job__dataset", "annotator"
+            ),
+            pk=pk,
         )
-        return super().get_context_data(datasets=datasets, inventory=inventory, **kwargs)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        assignment = kwargs.pop("assignment", None) or self._assignment(kwargs["pk"])
+        page = assignment_page(assignment=assignment)
+        answer = kwargs.pop("answer", None)
+        chosen = (
+            page.schema.by_dimension(
+                int(v) for v in (answer or {}).get("value_ids", []) if str(v).isdigit()
+            )
+            if answer
+            else {d.id: page.prefill.get(d.label_name) for d in page.schema.dimensions}
+        )
+        outcome = (answer or {}).get("outcome") or page.prefill.get("outcome")
+        mode = (answer or {}).get("failure_mode_id") or page.prefill.get("failure_mode")
+        mine = assignment.annotator_id == self.request.user.pk
+        return super().get_context_data(
+            page=page,
+            assignment=assignment,
+            job=assignment.job,
+            episode=page.episode,
+            schema=page.schema,
+            rows=[
+                {
+                    "dimension": d,
+                    "chosen": chosen.get(d.id),
+                    "intended": page.intended.get(d.label_name),
+                    "values": [
+                        {"value": v, "key": i + 1 if i < 9 else None}
+                        for i, v in enumerate(d.values)
+                    ],
+                }
+                for d in page.schema.dimensions
+            ],
+            outcome=outcome,
+            failure_mode=str(mode) if mode else "",
+            notes=(answer or {}).get("notes") or (page.annotation.notes if page.annotation else ""),
+            flagged=(answer or {}).get("flagged")
+            or (page.annotation.flagged if page.annotation else False),
+            editable=mine and assignment.status == LabelAssignment.Status.ASSIGNED,
+            outcomes=Episode.Outcome.choices,
+            **kwargs,
+        )
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        assignment = self._assignment(pk)
+        schema = label_schema(job=assignment.job)
+        answer = _answer_from(request.POST, schema)
+        try:
+            annotation_submit(
+                assignment=assignment,
+                actor=request.user,
+                seconds_spent=_seconds(request.POST.get("seconds")),
+                **answer,
+            )
+        except LabelingError as exc:
+            messages.error(request, str(exc))
+            context = self.get_context_data(pk=pk, assignment=assignment, answer=answer)
+            return self.render_to_response(context, status=400)
+        return _go_next(request, assignment.job)
+
+
+class AssignmentSkip(MemberView, View):
+    roles = LABELLERS
+    scoped_model = LabelAssignment
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponseRedirect:
+        assignment = get_object_or_404(
+            LabelAssignment.objects.visible_to(request.user).select_related("job", "job__dataset"),
+            pk=pk,
+        )
+        try:
+            assignment_skip(assignment=assignment, actor=request.user)
+        except LabelingError as exc:
+            messages.error(request, str(exc))
+            return redirect("label:assignment", pk=assignment.pk)
+        return _go_next(request, assignment.job)
+
+
+class EpisodeMedia(MemberView, View):
+    """An episode's stored video or image (``?n=`` picks one of several), served by the app."""
+
+    roles = MEDIA_READERS
+    scoped_model = Episode
+
+    def get(self, request: HttpRequest, pk: int) -> FileResponse:
+        episode = get_object_or_404(Episode.objects.visible_to(request.user), pk=pk)
+        media = episode_media(episode)
+        try:
+            index = int(request.GET.get("n", 0))
+        except ValueError:
+            index = -1
+        if not 0 <= index < len(media):
+            raise Http404("No such media for this episode.")
+        item = media[index]
+        response = FileResponse(item.path.open("rb"), content_type=item.content_type)
+        response["Cache-Control"] = "private, max-age=3600"
+        return response
+
+
+# --- the job page (managers) ----------------------------------------------------------------------------
+
+
+class JobSettingsForm(forms.Form):
+    status = forms.ChoiceField(choices=LabelJob.Status.choices)
+    overlap_share = forms.FloatField(min_value=0, max_value=1)
+    annotators_per_overlap = forms.IntegerField(min_value=2, max_value=10)
+    gold_share = forms.FloatField(min_value=0, max_value=1)
+    accuracy_threshold = forms.FloatField(min_value=0, max_value=1)
+    claim_minutes = forms.IntegerField(min_value=1)
+    instructions = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 3}))
+
+
+class JobDetail(MemberView, TemplateView):
+    """Throughput, backlog, agreement per label and annotator, the review queue, and what
+    does not export (and why)."""
+
+    roles = MANAGERS
+    scoped_model = LabelJob
+    template_name = "frontend/label/job.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        job = _job_for(self.request.user, kwargs["pk"])
+        stats = job_stats(job=job)
+        exports = list(
+            DatasetExport.objects.filter(dataset_id=job.dataset_id)
+            .select_related("job")
+            .order_by("-created_at", "-id")[:5]
+        )
+        form = JobSettingsForm(
+            initial={
+                "status": job.status,
+                "overlap_share": job.overlap_share,
+                "annotators_per_overlap": job.annotators_per_overlap,
+                "gold_share": job.gold_share,
+                "accuracy_threshold": job.accuracy_threshold,
+                "claim_minutes": job.claim_minutes,
+                "instructions": job.instructions,
+            }
+        )
+        labels = stats.schema.labels
+        return super().get_context_data(
+            job=job,
+            stats=stats,
+            progress=stats.progress,
+            annotators=[
+                {
+                    "row": a,
+                    "days": [a.per_day.get(d, 0) for d in stats.days],
+                    "kappas": [a.agreement.get(label) for label in labels],
+                }
+                for a in stats.annotators
+            ],
+            label_titles=[stats.schema.title(label) for label in labels],
+            day_totals=[stats.per_day.get(d, 0) for d in stats.days],
+            exports=exports,
+            formats=DatasetExport.Format.choices,
+            form=form,
+            round=getattr(job.dataset, "collection_round", None),
+            **kwargs,
+        )
+
+
+class JobSettings(MemberView, View):
+    roles = MANAGERS
+    scoped_model = LabelJob
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponseRedirect:
+        job = _job_for(request.user, pk)
+        form = JobSettingsForm(request.POST)
+        if not form.is_valid():
+            for field, errors in form.errors.items():
+                messages.error(request, f"{field}: {' '.join(str(e) for e in errors)}")
+            return redirect("label:job", pk=job.pk)
+        try:
+            label_job_update(job=job, actor=request.user, **form.cleaned_data)
+        except LabelingError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, "Settings saved.")
+        return redirect("label:job", pk=job.pk)
+
+
+# --- review (managers) ----------------------------------------------------------------------------------
+
+
+class JobReview(MemberView, TemplateView):
+    """Disagreements side by side, each with a form to resolve it."""
+
+    roles = MANAGERS
+    scoped_model = LabelJob
+    template_name = "frontend/label/review.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        job = _job_for(self.request.user, kwargs["pk"])
+        schema = label_schema(job=job)
+        total, cases = review_queue(job=job, schema=schema)
+        return super().get_context_data(
+            job=job,
+            schema=schema,
+            total=total,
+            cases=[
+                {
+                    "case": c,
+                    "cells": c.cells(schema),
+                    "media": episode_media(c.episode),
+                    "suggested": {d.id: c.suggestion.get(d.label_name) for d in schema.dimensions},
+                    "outcome": c.suggestion.get("outcome"),
+                    "failure_mode": c.suggestion.get("failure_mode"),
+                }
+                for c in cases
+            ],
+            outcomes=Episode.Outcome.choices,
+            **kwargs,
+        )
+
+
+class EpisodeResolve(MemberView, View):
+    """Accept an episode with resolved labels (optionally as gold) or reject it."""
+
+    roles = MANAGERS
+    scoped_model = Episode
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponseRedirect:
+        episode = get_object_or_404(
+            Episode.objects.visible_to(request.user).select_related("condition_set"), pk=pk
+        )
+        item_job = LabelJob.objects.filter(items__episode=episode).first()
+        if item_job is None:
+            raise Http404("This episode is in no label job.")
+        schema = label_schema(job=item_job)
+        decision = request.POST.get("decision", "")
+        try:
+            review_resolve(
+                episode=episode,
+                reviewer=request.user,
+                decision="reject" if decision == "reject" else "accept" if decision else "",
+                value_ids=[request.POST.get(f"dim-{d.id}", "") for d in schema.dimensions],
+                outcome=request.POST.get("outcome", "unknown"),
+                failure_mode_id=request.POST.get("failure_mode") or None,
+                reason=request.POST.get("reason", ""),
+                make_gold=decision == "gold",
+            )
+        except LabelingError as exc:
+            messages.error(request, f"Episode {episode.key}: {exc}")
+        else:
+            verb = "rejected" if decision == "reject" else "accepted"
+            messages.success(request, f"Episode {episode.key} {verb}.")
+        return redirect("label:review", pk=item_job.pk)
+
+
+# --- exports (managers) -----------------------------------------------------------------------------------
+
+
+class DatasetExports(MemberView, TemplateView):
+    """What of a dataset exports and why the rest does not; start an export; past exports."""
+
+    roles = MANAGERS
+    scoped_model = Dataset
+    template_name = "frontend/label/exports.html"
+
+    def _dataset(self, pk: int) -> Dataset:
+        return get_object_or_404(Dataset.objects.visible_to(self.request.user), pk=pk)
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        dataset = self._dataset(kwargs["pk"])
+        exports = list(
+            DatasetExport.objects.filter(dataset=dataset)
+            .select_related("job", "created_by")
+            .order_by("-created_at", "-id")[:20]
+        )
+        return super().get_context_data(
+            dataset=dataset,
+            lerobot=export_eligibility(dataset_id=dataset.pk, single_episodes_only=True),
+            manifest=export_eligibility(dataset_id=dataset.pk),
+            exports=exports,
+            formats=DatasetExport.Format.choices,
+            job=LabelJob.objects.filter(dataset=dataset).first(),
+            **kwargs,
+        )
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponseRedirect:
+        dataset = self._dataset(pk)
+        try:
+            export = dataset_export_start(
+                dataset=dataset, format=request.POST.get("format", ""), actor=request.user
+            )
+        except ExportError as exc:
+            messages.error(request, str(exc))
+            return redirect("label:dataset-exports", pk=dataset.pk)
+        return redirect("label:export", pk=export.pk)
+
+
+def _export_for(user: Any, pk: int) -> DatasetExport:
+    return get_object_or_404(
+        DatasetExport.objects.visible_to(user).select_related("job", "dataset", "created_by"),
+        pk=pk,
+    )
+
+
+class ExportDetail(MemberView, TemplateView):
+    roles = MANAGERS
+    scoped_model = DatasetExport
+    template_name = "frontend/label/export_detail.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        export = _export_for(self.request.user, kwargs["pk"])
+        summary = export.summary or {}
+        return super().get_context_data(
+            export=export,
+            job=export.job,
+            summary=summary,
+            exclusions=exclusion_lines(summary),
+            **kwargs,
+        )
+
+
+class ExportProgress(MemberView, TemplateView):
+    """The progress card of a running export (htmx partial); reloads the page when done."""
+
+    roles = MANAGERS
+    scoped_model = DatasetExport
+    template_name = "frontend/label/_export_progress.html"
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        export = _export_for(self.request.user, kwargs["pk"])
+        return super().get_context_data(export=export, job=export.job, **kwargs)
+
+    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
+        response = super().render_to_response(context, **kwargs)
+        if not context["job"].is_active:
+            response["HX-Refresh"] = "true"
+        return response
+
+
+class ExportDownload(MemberView, View):
+    roles = MANAGERS
+    scoped_model = DatasetExport
+
+    def get(self, request: HttpRequest, pk: int) -> HttpResponseBase:
+        export = _export_for(request.user, pk)
+        if export.job.status != "succeeded":
+            messages.info(request, f"The export is {export.job.get_status_display().lower()}.")
+            return redirect(reverse("label:export", args=[export.pk]))
+        path = export_file(export)
+        return FileResponse(path.open("rb"), as_attachment=True, filename=path.name)

@@ -63,7 +63,14 @@ WHOLE_KINDS = ("episode_count", "frames")
 DECIMAL_KINDS = ("duration_s", "fps", "feature")
 
 
-LOOKUP_KINDS = ("condition", "site", "embodiment", "task")
+LOOKUP_KINDS = ("condition", "site", "embodiment", "task", "failure_mode")
+
+
+# Statuses an import may carry (a re-imported export keeps its sync and label status).
+STATUSES = {
+    "sync_status": ("unknown", "synced", "desynced", "incomplete"),
+    "label_status": ("unlabelled", "in_progress", "labelled", "accepted", "rejected"),
+}
 
 
 def lit(text: str) -> sql.Composable:
@@ -219,6 +226,11 @@ def rules_for(columns: Sequence[MappedColumn], *, strict_dates: bool = False) ->
                 "CASE WHEN {v} IS NOT NULL AND NOT (lower({v}) = ANY({k})) THEN 'bad' END"
             ).format(v=v, k=Lit(known))
             messages = {"bad": "expected success, failure or unknown, got {value}"}
+        elif kind in STATUSES:
+            code = sql.SQL(
+                "CASE WHEN {v} IS NOT NULL AND NOT (lower({v}) = ANY({k})) THEN 'bad' END"
+            ).format(v=v, k=Lit(list(STATUSES[kind])))
+            messages = {"bad": f"expected one of {', '.join(STATUSES[kind])}, got {{value}}"}
         elif kind == "recorded_at":
             if strict_dates:
                 # The regex bounds each field; the day is then checked against its month.

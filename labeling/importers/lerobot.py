@@ -12,6 +12,10 @@ Only metadata is read (a dataset's metadata is small: thousands of episodes), ne
 frames or videos. A dataset whose episode metadata is absent — only ``meta/info.json``, as
 when the other files are Git-LFS pointers — is *info-only*: it imports as one episode row
 (key ``all``) standing for ``total_episodes`` episodes with ``total_frames`` frames.
+
+Per-episode fields named ``fieldcraft.*`` are Fieldcraft's own (its exports write them, see
+:data:`OWN_FIELDS`): they carry the episode key, count, storage URI, outcome, failure mode,
+site, statuses, condition values and features, so an export imports back unchanged.
 """
 
 from __future__ import annotations
@@ -47,6 +51,34 @@ STRUCTURAL = {
 STRUCTURAL_PREFIXES = ("data/", "videos/", "stats/", "meta/")
 METADATA_VALUE_LIMIT = 16 * 1024
 INFO_ONLY_KEY = "all"
+
+# Fieldcraft's own per-episode fields, written by its exports (labeling.labels.exports) so
+# that an exported dataset imports back with nothing lost. ``fieldcraft.key``,
+# ``fieldcraft.episode_count`` and ``fieldcraft.storage_uri`` replace the episode's key
+# (else its episode_index), count and data path; the others feed episode fields.
+OWN_FIELDS = {
+    "fieldcraft.outcome": "outcome",
+    "fieldcraft.failure_mode": "failure_mode",
+    "fieldcraft.site": "site",
+    "fieldcraft.embodiment": "embodiment",
+    "fieldcraft.duration_s": "duration_s",
+    "fieldcraft.recorded_at": "recorded_at",
+    "fieldcraft.sync_status": "sync_status",
+    "fieldcraft.label_status": "label_status",
+}
+OWN_CONDITION_PREFIX = "fieldcraft.conditions."
+OWN_FEATURE_PREFIX = "fieldcraft.features."
+
+
+def own_field(name: str) -> tuple[str, str] | None:
+    """The import target of one of Fieldcraft's own episode fields: (kind, name) — kind an
+    episode field, ``condition`` (name: the dimension) or ``feature`` — else None."""
+    if name in OWN_FIELDS:
+        return OWN_FIELDS[name], ""
+    for prefix, kind in ((OWN_CONDITION_PREFIX, "condition"), (OWN_FEATURE_PREFIX, "feature")):
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return kind, name[len(prefix) :]
+    return None
 
 
 @dataclass
@@ -409,6 +441,24 @@ def _scalar_extras(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _episode(
+    index: int, length: int, tasks: list[str], storage_uri: str, row: dict[str, Any]
+) -> Episode:
+    extras = _scalar_extras(row)
+    key = extras.pop("fieldcraft.key", None)
+    count = _whole(extras.pop("fieldcraft.episode_count", None))
+    uri = extras.pop("fieldcraft.storage_uri", None)
+    return Episode(
+        index=index,
+        length=length,
+        tasks=tasks,
+        storage_uri=uri if isinstance(uri, str) else storage_uri,
+        extras=extras,
+        count=count if count else 1,
+        key=str(key).strip() if key is not None else "",
+    )
+
+
 def _whole(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         return None
@@ -455,15 +505,7 @@ def _episodes_v2(
             continue
         seen[index] = lineno
         uri = _format_path(data_path, episode_chunk=index // chunks_size, episode_index=index)
-        episodes.append(
-            Episode(
-                index=index,
-                length=length,
-                tasks=_task_names(row.get("tasks"), tasks),
-                storage_uri=uri,
-                extras=_scalar_extras(row),
-            )
-        )
+        episodes.append(_episode(index, length, _task_names(row.get("tasks"), tasks), uri, row))
     if not episodes and not problems:
         problems.append(ImportProblem(EPISODES_JSONL, "the file lists no episodes"))
     return episodes
@@ -543,15 +585,7 @@ def _episodes_v3(
                 if isinstance(chunk, int) and isinstance(file_index, int)
                 else ""
             )
-            episodes.append(
-                Episode(
-                    index=index,
-                    length=length,
-                    tasks=_task_names(row.get("tasks"), tasks),
-                    storage_uri=uri,
-                    extras=_scalar_extras(row),
-                )
-            )
+            episodes.append(_episode(index, length, _task_names(row.get("tasks"), tasks), uri, row))
     if not episodes and not problems:
         problems.append(ImportProblem(EPISODES_DIR, "the episode files list no episodes"))
     return episodes

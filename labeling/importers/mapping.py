@@ -4,7 +4,9 @@ A mapping is a list of ``COLUMN=TARGET`` pairs. Targets:
 
 * episode fields — ``key``, ``episode_count`` (alias ``count``), ``frames``, ``duration_s``
   (``duration``), ``fps``, ``outcome``, ``task``, ``site``, ``embodiment`` (``robot``,
-  ``robot_type``), ``storage_uri`` (``uri``), ``recorded_at`` (``date``);
+  ``robot_type``), ``storage_uri`` (``uri``), ``recorded_at`` (``date``), ``failure_mode``
+  (a failure mode's code or name), ``sync_status`` (unknown, synced, desynced, incomplete),
+  ``label_status`` (unlabelled, in_progress, labelled, accepted, rejected);
 * ``feature:<name>`` — a number stored in the episode's ``features`` JSON;
 * ``extra:<name>`` — text kept in the episode's ``extra`` JSON;
 * ``condition:<dimension>``, or just a dimension's slug or name — a condition value;
@@ -43,10 +45,13 @@ FIELD_ALIASES: dict[str, tuple[str, ...]] = {
     "embodiment": ("embodiment", "robot", "robot type"),
     "storage_uri": ("storage uri", "uri", "url", "storage", "path"),
     "recorded_at": ("recorded at", "recorded", "date", "timestamp"),
+    "failure_mode": ("failure mode", "failure mode code"),
+    "sync_status": ("sync status",),
+    "label_status": ("label status",),
 }
 FIELDS = tuple(FIELD_ALIASES)
 SINGLE_FIELDS = FIELDS  # each may be fed by one column only
-LOOKUP_KINDS = ("task", "site", "embodiment", "condition")
+LOOKUP_KINDS = ("task", "site", "embodiment", "condition", "failure_mode")
 
 
 def norm(text: str) -> str:

@@ -1,4 +1,5 @@
-"""Resolving lookup values: raw cells → condition values, sites, embodiments, tasks.
+"""Resolving lookup values: raw cells → condition values, sites, embodiments, tasks,
+failure modes.
 
 Distinct raw values come from one scan of the staged rows; they are matched here, in Python,
 against the organization's taxonomy (case-, space- and punctuation-insensitively), and each
@@ -14,7 +15,7 @@ from typing import Any
 from labeling.importers.cells import BLANKS, TRIM
 from labeling.importers.errors import ImportProblem
 from labeling.importers.mapping import MappedColumn, norm
-from sites.models import Embodiment, Site, Task
+from sites.models import Embodiment, FailureMode, Site, Task
 from sites.services import ConditionLookup
 
 
@@ -56,6 +57,9 @@ def resolve_lookups(
         "site": _index(sites, ("slug", "name")),
         "embodiment": _index(embodiments, ("slug", "name", "robot_type")),
         "task": _index(tasks, ("slug", "name")),
+        "failure_mode": _index(
+            list(FailureMode.objects.filter(organization_id=org)), ("code", "name")
+        ),
     }
     for col in lookup_cols:
         values = distinct.get(col.index, [])
@@ -153,8 +157,8 @@ def _unknown_problems(
         hint = "add it to the taxonomy or pass --create-values"
     else:
         known = sorted(by_norm[kind])[:12]
-        what = kind
-        hint = f"create the {kind} first, or map the column to extra:{col.name}"
+        what = kind.replace("_", " ")
+        hint = f"create the {what} first, or map the column to extra:{col.name}"
     known_text = ", ".join(known) if known else "none defined"
     listing = ", ".join(repr(t) for t, _c, _r in sorted(merged.values(), key=lambda v: v[2])[:10])
     out = [

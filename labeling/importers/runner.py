@@ -288,7 +288,16 @@ def _lerobot_source(request: ImportRequest, lookup: ConditionLookup, path: Path)
         "storage_uri": Target("storage_uri"),
     }
     for name in extras:
-        dim = lookup.dimension(name)
+        own = lerobot.own_field(name)
+        if own is not None:
+            kind, sub = own
+            if kind != "condition":
+                fixed[name] = Target(kind=kind, name=sub)
+                continue
+            name_of_dimension = sub
+        else:
+            name_of_dimension = name
+        dim = lookup.dimension(name_of_dimension)
         if dim is not None:
             fixed[name] = Target(kind="condition", name=dim.name, dimension_id=dim.pk)
     columns = build_mapping(
@@ -375,7 +384,9 @@ def _run(
     columns = source.columns
     key_col = next((c for c in columns if c.target.kind == "key"), None)
     lookup_cols = [
-        c for c in columns if c.target.kind in ("condition", "site", "embodiment", "task")
+        c
+        for c in columns
+        if c.target.kind in ("condition", "site", "embodiment", "task", "failure_mode")
     ]
     cond_cols = [c for c in columns if c.target.kind == "condition"]
     resolved = Resolved()

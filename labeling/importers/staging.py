@@ -296,7 +296,8 @@ class Staging:
         """Clean, parse and resolve every staged row once, into ``<name>_typed``.
 
         Columns: key, cnt, frames, duration, outcome, uri, rec, features, extra, site_k,
-        emb_k, task_k (value keys), combo (condition combination key) and bad (a bit per
+        emb_k, task_k, fm_k (value keys), sync, lstat (statuses), combo (condition
+        combination key) and bad (a bit per
         check that failed; 0 when the row is fine).
         """
         with transaction.atomic(), connection.cursor() as cur:

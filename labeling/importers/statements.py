@@ -111,6 +111,10 @@ class TypedPlan:
         rec = by("recorded_at")
         rec_expr = cell(rec.index) if rec else sql.SQL("NULL::text")
 
+        def status(kind: str) -> sql.Composable:
+            col = by(kind)
+            return sql.SQL("lower({})").format(cell(col.index)) if col else sql.SQL("NULL::text")
+
         def json_of(kind: str, numeric: bool) -> sql.Composable:
             cols = [c for c in self.columns if c.target.kind == kind]
             if not cols:
@@ -132,6 +136,7 @@ class TypedPlan:
             return sql.SQL("{}.vkey").format(sql.Identifier(alias))
 
         site_k, emb_k, task_k = lookup_key("site"), lookup_key("embodiment"), lookup_key("task")
+        fm_k = lookup_key("failure_mode")
         if self.condition_indexes:
             terms = []
             for i in self.condition_indexes:
@@ -157,7 +162,8 @@ class TypedPlan:
             "SELECT p.row_no, {key} AS key, {cnt} AS cnt, {frames} AS frames, "
             "{duration} AS duration, {outcome} AS outcome, {uri} AS uri, {rec} AS rec, "
             "{features} AS features, {extra} AS extra, {site} AS site_k, {emb} AS emb_k, "
-            "{task} AS task_k, {combo} AS combo, {bad} AS bad FROM {p} {joins}"
+            "{task} AS task_k, {fm} AS fm_k, {sync} AS sync, {lstat} AS lstat, "
+            "{combo} AS combo, {bad} AS bad FROM {p} {joins}"
         ).format(
             typed=sql.Identifier(staging.typed),
             key=key_expr,
@@ -172,6 +178,9 @@ class TypedPlan:
             site=site_k,
             emb=emb_k,
             task=task_k,
+            fm=fm_k,
+            sync=status("sync_status"),
+            lstat=status("label_status"),
             combo=combo_expr,
             bad=bad_expr,
             p=prepared(staging.name, self.columns),
@@ -218,6 +227,7 @@ class UpsertPlan:
             else (Lit(self.default_embodiment) if self.default_embodiment else None)
         )
         task = ref("task_k", None) if "task" in self.has else None
+        mode = ref("fm_k", None) if "failure_mode" in self.has else None
         cs: sql.Composable | None
         if self.combinations:
             joins.append(
@@ -240,8 +250,8 @@ class UpsertPlan:
             ("outcome", sql.SQL("t.outcome")),
             ("storage_uri", sql.SQL("t.uri")),
             ("provenance", sql.SQL("'imported'")),
-            ("sync_status", sql.SQL("'unknown'")),
-            ("label_status", sql.SQL("'unlabelled'")),
+            ("sync_status", sql.SQL("coalesce(t.sync, 'unknown')")),
+            ("label_status", sql.SQL("coalesce(t.lstat, 'unlabelled')")),
             ("validated", sql.SQL("true")),
             ("features", sql.SQL("t.features")),
             ("extra", sql.SQL("t.extra")),
@@ -251,6 +261,7 @@ class UpsertPlan:
             ("site_id", site or sql.SQL("NULL")),
             ("embodiment_id", emb or sql.SQL("NULL")),
             ("task_id", task or sql.SQL("NULL")),
+            ("failure_mode_id", mode or sql.SQL("NULL")),
             ("condition_set_id", cs or sql.SQL("NULL")),
         ]
         statement = sql.SQL(
@@ -272,6 +283,9 @@ class UpsertPlan:
             ("site_id", site is not None),
             ("embodiment_id", emb is not None),
             ("task_id", task is not None),
+            ("failure_mode_id", mode is not None),
+            ("sync_status", "sync_status" in self.has),
+            ("label_status", "label_status" in self.has),
             ("condition_set_id", self.update_conditions),
         ):
             if present:

@@ -83,7 +83,8 @@ def test_customer_viewer_sees_own_customer_objects_read_only(route, world_a, cli
             write = client_for(world_a.viewer).patch(url, {}, content_type="application/json")
             assert write.status_code == 403, f"{url}: a viewer could write"
     else:
-        assert response.status_code == 404, url
+        # Not visible to customers: 404, or 403 where the whole endpoint is for other roles.
+        assert response.status_code in (403, 404), url
 
 
 @pytest.mark.parametrize("route", [r for r in ROUTES if r.public_by_token], ids=route_id)

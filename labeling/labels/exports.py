@@ -1,0 +1,781 @@
+"""Exports: a dataset's synchronised, accepted episodes in the form models train on.
+
+Formats:
+
+* ``lerobot-v3`` — LeRobot v3.0 metadata: ``meta/info.json``, ``meta/tasks.parquet``
+  (task strings as the index, ``task_index``) and ``meta/episodes/chunk-000/file-000.parquet``
+  (``episode_index``, ``tasks``, ``length``, the data file and frame range of each episode);
+* ``lerobot-v2.1`` — LeRobot v2.1 metadata: ``meta/info.json``, ``meta/episodes.jsonl``,
+  ``meta/tasks.jsonl``;
+* ``parquet`` / ``csv`` — a manifest: one row per episode, columns named as the inventory
+  importer reads them (key, episode_count, frames, duration_s, fps, outcome, failure_mode,
+  task, site, embodiment, storage_uri, recorded_at, sync_status, label_status, and one
+  column per condition dimension holding the value's slug).
+
+Every LeRobot episode row also carries Fieldcraft's own fields, which the LeRobot importer
+reads back (see :func:`labeling.importers.lerobot.own_field`): ``fieldcraft.key``,
+``fieldcraft.episode_count``, ``fieldcraft.duration_s``, ``fieldcraft.outcome``,
+``fieldcraft.failure_mode`` (code), ``fieldcraft.site`` (slug), ``fieldcraft.embodiment``
+(slug), ``fieldcraft.storage_uri``, ``fieldcraft.recorded_at``, ``fieldcraft.sync_status``,
+``fieldcraft.label_status``, ``fieldcraft.conditions.<dimension slug>`` (value slug) and
+``fieldcraft.features.<name>``. So an export imports back through our own importer with every
+field we own intact.
+
+The layouts hold metadata only: frames stay where ``storage_uri`` points (capture
+recordings are MCAP; converting them to LeRobot data files is a separate step).
+
+Only episodes that are synchronised (``sync_status`` synced) and accepted (``label_status``
+accepted) export; LeRobot layouts also leave out rows standing for several episodes. The
+summary counts what was left out and why.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import uuid
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Func, Min, QuerySet
+from django.utils import timezone
+from django.utils.text import slugify
+
+from accounts.services import JobFailed, job_create, job_enqueue, job_running, job_set_result
+from labeling.labels.selectors import Eligibility, export_eligibility
+from labeling.models import Dataset, DatasetExport, Episode
+from sites.models import ConditionDimension, ConditionValue, Embodiment
+
+FORMATS = tuple(DatasetExport.Format.values)
+LEROBOT = {DatasetExport.Format.LEROBOT_V3: "v3.0", DatasetExport.Format.LEROBOT_V21: "v2.1"}
+TASK_NAME = "labeling.tasks.dataset_export"
+CHUNK = 5000
+OWN = "fieldcraft."
+
+Progress = Callable[[int, int | None, str], None]
+
+
+class ExportError(ValueError):
+    """An export that cannot be made (unknown format, nothing to export); says why."""
+
+
+@dataclass
+class ExportRow:
+    key: str
+    episode_count: int
+    frames: int
+    duration_s: float
+    outcome: str
+    failure_mode: str | None
+    site: str | None
+    embodiment: str | None
+    task: str | None
+    storage_uri: str
+    recorded_at: str | None
+    sync_status: str
+    label_status: str
+    conditions: dict[str, str]
+    features: dict[str, float]
+
+
+@dataclass
+class ExportSummary:
+    format: str
+    dataset: str
+    rows: int = 0
+    episodes: int = 0
+    frames: int = 0
+    tasks: int = 0
+    files: list[str] = field(default_factory=list)
+    eligibility: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "dataset": self.dataset,
+            "rows": self.rows,
+            "episodes": self.episodes,
+            "frames": self.frames,
+            "tasks": self.tasks,
+            "files": self.files,
+            "excluded": self.eligibility,
+        }
+
+
+# --- reading the episodes ---------------------------------------------------------------------
+
+
+def _dimensions(organization_id: int) -> list[ConditionDimension]:
+    return list(
+        ConditionDimension.objects.filter(organization_id=organization_id).order_by("order", "name")
+    )
+
+
+def eligible_episodes(*, dataset: Dataset, single_episodes_only: bool) -> QuerySet[Episode]:
+    """The dataset's episodes that export: synchronised and accepted (and single, for LeRobot)."""
+    qs = Episode.objects.filter(
+        dataset=dataset,
+        sync_status=Episode.SyncStatus.SYNCED,
+        label_status=Episode.LabelStatus.ACCEPTED,
+    )
+    return qs.filter(episode_count=1) if single_episodes_only else qs
+
+
+def export_rows(*, dataset: Dataset, single_episodes_only: bool) -> Iterator[ExportRow]:
+    """The dataset's synchronised, accepted episodes in a stable order (by id), streamed."""
+    values = {
+        v_id: (dim_slug, slug)
+        for v_id, dim_slug, slug in ConditionValue.objects.filter(
+            dimension__organization_id=dataset.organization_id
+        ).values_list("pk", "dimension__slug", "slug")
+    }
+    qs = eligible_episodes(dataset=dataset, single_episodes_only=single_episodes_only)
+    rows = qs.order_by("id").values_list(
+        "key",
+        "episode_count",
+        "frames",
+        "duration_s",
+        "outcome",
+        "failure_mode__code",
+        "site__slug",
+        "embodiment__slug",
+        "task__name",
+        "storage_uri",
+        "recorded_at",
+        "sync_status",
+        "label_status",
+        "condition_set__value_ids",
+        "features",
+    )
+    for (
+        key, count, frames, duration, outcome, mode, site, embodiment, task, uri, recorded,
+        sync, label, value_ids, features,
+    ) in rows.iterator(chunk_size=CHUNK):  # fmt: skip
+        yield ExportRow(
+            key=key,
+            episode_count=count,
+            frames=frames,
+            duration_s=duration,
+            outcome=outcome,
+            failure_mode=mode,
+            site=site,
+            embodiment=embodiment,
+            task=task,
+            storage_uri=uri,
+            recorded_at=recorded.isoformat() if isinstance(recorded, datetime) else None,
+            sync_status=sync,
+            label_status=label,
+            conditions=dict(values[v] for v in value_ids or [] if v in values),
+            features={
+                k: float(v)
+                for k, v in (features or {}).items()
+                if isinstance(v, int | float) and not isinstance(v, bool)
+            },
+        )
+
+
+def _own_fields(
+    row: ExportRow, dimensions: list[ConditionDimension], features: list[str]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {f"{OWN}{name}": getattr(row, name) for name in OWN_SCALARS}
+    for dim in dimensions:
+        out[f"{OWN}conditions.{dim.slug}"] = row.conditions.get(dim.slug)
+    for name in features:
+        out[f"{OWN}features.{name}"] = row.features.get(name)
+    return out
+
+
+OWN_SCALARS = [
+    "key",
+    "episode_count",
+    "duration_s",
+    "outcome",
+    "failure_mode",
+    "site",
+    "embodiment",
+    "storage_uri",
+    "recorded_at",
+    "sync_status",
+    "label_status",
+]
+
+
+def _own_columns(dimensions: list[ConditionDimension], features: list[str]) -> list[str]:
+    return (
+        [f"{OWN}{name}" for name in OWN_SCALARS]
+        + [f"{OWN}conditions.{d.slug}" for d in dimensions]
+        + [f"{OWN}features.{name}" for name in features]
+    )
+
+
+# --- LeRobot layouts ---------------------------------------------------------------------------
+
+
+def _features(embodiment: Embodiment | None, fps: float) -> tuple[dict[str, Any], int]:
+    """info.json ``features`` from the embodiment's action space and camera rig; cameras."""
+    features: dict[str, Any] = {}
+    cameras = 0
+    if embodiment is not None:
+        names = [a.name for a in embodiment.action_dimensions.order_by("order", "name")]
+        if names:
+            for key in ("action", "observation.state"):
+                features[key] = {"dtype": "float32", "shape": [len(names)], "names": names}
+        for camera in embodiment.cameras.order_by("name"):
+            cameras += 1
+            features[f"observation.images.{slugify(camera.name).replace('-', '_') or 'camera'}"] = {
+                "dtype": "video",
+                "shape": [camera.height, camera.width, 3],
+                "names": ["height", "width", "channels"],
+                "info": {
+                    "video.height": camera.height,
+                    "video.width": camera.width,
+                    "video.fps": camera.fps,
+                    "video.channels": 3,
+                    "has_audio": False,
+                },
+            }
+    for key, dtype in (
+        ("timestamp", "float32"),
+        ("frame_index", "int64"),
+        ("episode_index", "int64"),
+        ("index", "int64"),
+        ("task_index", "int64"),
+    ):
+        features[key] = {"dtype": dtype, "shape": [1], "names": None}
+    return features, cameras
+
+
+def _info(
+    *,
+    dataset: Dataset,
+    version: str,
+    embodiment: Embodiment | None,
+    fps: float,
+    episodes: int,
+    frames: int,
+    tasks: int,
+    dimensions: list[ConditionDimension],
+    eligibility: Eligibility,
+) -> dict[str, Any]:
+    features, cameras = _features(embodiment, fps)
+    info: dict[str, Any] = {
+        "codebase_version": version,
+        "robot_type": (embodiment.robot_type or embodiment.slug) if embodiment else None,
+        "total_episodes": episodes,
+        "total_frames": frames,
+        "total_tasks": tasks,
+    }
+    if version == "v2.1":
+        info |= {
+            "total_videos": episodes * cameras,
+            "total_chunks": max(1, -(-episodes // 1000)),
+            "chunks_size": 1000,
+            "fps": fps,
+            "splits": {"train": f"0:{episodes}"},
+            "data_path": "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet",
+            "video_path": (
+                "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
+                if cameras
+                else None
+            ),
+        }
+    else:
+        info |= {
+            "chunks_size": 1000,
+            "data_files_size_in_mb": 100,
+            "video_files_size_in_mb": 500,
+            "fps": fps,
+            "splits": {"train": f"0:{episodes}"},
+            "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+            "video_path": (
+                "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
+                if cameras
+                else None
+            ),
+        }
+    info["features"] = features
+    info["fieldcraft"] = {
+        "dataset": dataset.slug,
+        "name": dataset.name,
+        "exported_at": timezone.now().isoformat(),
+        "metadata_only": True,
+        "episode_fields": "per-episode fields prefixed 'fieldcraft.' carry Fieldcraft's labels",
+        "dimensions": {d.slug: d.name for d in dimensions},
+        "excluded": eligibility.as_dict(),
+    }
+    return info
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _tasks_parquet(path: Path, tasks: list[str]) -> None:
+    """meta/tasks.parquet as LeRobot v3.0 writes it: a pandas frame indexed by the task."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pandas_meta = {
+        "index_columns": ["task"],
+        "column_indexes": [
+            {
+                "name": None,
+                "field_name": None,
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": {"encoding": "UTF-8"},
+            }
+        ],
+        "columns": [
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {
+                "name": "task",
+                "field_name": "task",
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": None,
+            },
+        ],
+        "creator": {"library": "pyarrow", "version": pa.__version__},
+        "pandas_version": "2.2.3",
+    }
+    schema = pa.schema(
+        [("task_index", pa.int64()), ("task", pa.string())],
+        metadata={b"pandas": json.dumps(pandas_meta).encode()},
+    )
+    table = pa.table({"task_index": list(range(len(tasks))), "task": tasks}, schema=schema)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def _episodes_schema(own_columns: list[str], feature_columns: set[str]) -> Any:
+    import pyarrow as pa
+
+    ints = {f"{OWN}episode_count"}
+    fields = [
+        ("episode_index", pa.int64()),
+        ("tasks", pa.list_(pa.string())),
+        ("length", pa.int64()),
+        ("data/chunk_index", pa.int64()),
+        ("data/file_index", pa.int64()),
+        ("dataset_from_index", pa.int64()),
+        ("dataset_to_index", pa.int64()),
+        ("meta/episodes/chunk_index", pa.int64()),
+        ("meta/episodes/file_index", pa.int64()),
+    ]
+    for name in own_columns:
+        if name in ints:
+            fields.append((name, pa.int64()))
+        elif name == f"{OWN}duration_s" or name in feature_columns:
+            fields.append((name, pa.float64()))
+        else:
+            fields.append((name, pa.string()))
+    return pa.schema(fields)
+
+
+class _EpisodeSink:
+    """Episode rows to ``meta/episodes/chunk-000/file-000.parquet`` (v3.0) or
+    ``meta/episodes.jsonl`` (v2.1), written in batches."""
+
+    def __init__(self, meta: Path, version: str, schema: Any) -> None:
+        import pyarrow.parquet as pq
+
+        self.version = version
+        self.schema = schema
+        self.batch: list[dict[str, Any]] = []
+        if version == "v3.0":
+            path = meta / "episodes" / "chunk-000" / "file-000.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self.writer: Any = pq.ParquetWriter(path, schema)
+            self.file = "meta/episodes/chunk-000/file-000.parquet"
+        else:
+            meta.mkdir(parents=True, exist_ok=True)
+            self.writer = (meta / "episodes.jsonl").open("w", encoding="utf-8")
+            self.file = "meta/episodes.jsonl"
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.batch.append(row)
+        if len(self.batch) >= CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        import pyarrow as pa
+
+        if self.version == "v3.0":
+            if self.batch:
+                self.writer.write_table(pa.Table.from_pylist(self.batch, schema=self.schema))
+        else:
+            for row in self.batch:
+                self.writer.write(json.dumps(row, ensure_ascii=False) + "\n")
+        self.batch = []
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def _write_lerobot(
+    *,
+    dataset: Dataset,
+    version: str,
+    outdir: Path,
+    eligibility: Eligibility,
+    progress: Progress | None,
+) -> ExportSummary:
+    dimensions = _dimensions(dataset.organization_id)
+    eligible = eligible_episodes(dataset=dataset, single_episodes_only=True)
+    embodiment = _embodiment_of(dataset, eligible)
+    fps = float(dataset.fps or (embodiment.control_rate_hz if embodiment else 0) or 30.0)
+    # Tasks in the order they first appear; the feature names across the episodes.
+    tasks: list[str] = list(
+        eligible.exclude(task__isnull=True)
+        .values("task__name")
+        .annotate(first=Min("id"))
+        .order_by("first")
+        .values_list("task__name", flat=True)
+    )
+    features = sorted(
+        set(
+            eligible.exclude(features={})
+            .annotate(name=Func(F("features"), function="jsonb_object_keys"))
+            .values_list("name", flat=True)
+            .distinct()
+        )
+    )
+    summary = ExportSummary(
+        format="lerobot-v3" if version == "v3.0" else "lerobot-v2.1",
+        dataset=dataset.slug,
+        eligibility=eligibility.as_dict(),
+        tasks=len(tasks),
+    )
+    meta = outdir / "meta"
+    own_columns = _own_columns(dimensions, features)
+    schema = _episodes_schema(own_columns, {f"{OWN}features.{name}" for name in features})
+    sink = _EpisodeSink(meta, version, schema)
+    frames_so_far = 0
+    try:
+        for index, r in enumerate(export_rows(dataset=dataset, single_episodes_only=True)):
+            row: dict[str, Any] = {
+                "episode_index": index,
+                "tasks": [r.task] if r.task else [],
+                "length": r.frames,
+            }
+            if version == "v3.0":
+                row |= {
+                    "data/chunk_index": 0,
+                    "data/file_index": 0,
+                    "dataset_from_index": frames_so_far,
+                    "dataset_to_index": frames_so_far + r.frames,
+                    "meta/episodes/chunk_index": 0,
+                    "meta/episodes/file_index": 0,
+                }
+            sink.add(row | _own_fields(r, dimensions, features))
+            frames_so_far += r.frames
+            summary.rows += 1
+            summary.episodes += r.episode_count
+            summary.frames += r.frames
+            if progress and index % CHUNK == 0:
+                progress(index, eligibility.rows, f"Writing {eligibility.rows:,} episodes")
+    finally:
+        sink.close()
+    _write_json(
+        meta / "info.json",
+        _info(
+            dataset=dataset,
+            version=version,
+            embodiment=embodiment,
+            fps=fps,
+            episodes=summary.rows,
+            frames=summary.frames,
+            tasks=len(tasks),
+            dimensions=dimensions,
+            eligibility=eligibility,
+        ),
+    )
+    if version == "v3.0":
+        _tasks_parquet(meta / "tasks.parquet", tasks)
+        summary.files = ["meta/info.json", "meta/tasks.parquet", sink.file]
+    else:
+        with (meta / "tasks.jsonl").open("w", encoding="utf-8") as fh:
+            for i, task in enumerate(tasks):
+                fh.write(json.dumps({"task_index": i, "task": task}, ensure_ascii=False) + "\n")
+        summary.files = ["meta/info.json", "meta/tasks.jsonl", sink.file]
+    return summary
+
+
+def _embodiment_of(dataset: Dataset, eligible: QuerySet[Episode]) -> Embodiment | None:
+    """The dataset's embodiment, else the one all exported episodes share."""
+    if dataset.embodiment_id:
+        return Embodiment.objects.filter(pk=dataset.embodiment_id).first()
+    ids = list(
+        eligible.exclude(embodiment__isnull=True)
+        .values_list("embodiment_id", flat=True)
+        .distinct()[:2]
+    )
+    return Embodiment.objects.filter(pk=ids[0]).first() if len(ids) == 1 else None
+
+
+# --- manifests -----------------------------------------------------------------------------------
+
+MANIFEST_COLUMNS = [
+    "key",
+    "episode_count",
+    "frames",
+    "duration_s",
+    "fps",
+    "outcome",
+    "failure_mode",
+    "task",
+    "site",
+    "embodiment",
+    "storage_uri",
+    "recorded_at",
+    "sync_status",
+    "label_status",
+]
+
+
+def _write_manifest(
+    *,
+    dataset: Dataset,
+    fmt: str,
+    outdir: Path,
+    eligibility: Eligibility,
+    progress: Progress | None,
+) -> ExportSummary:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    dimensions = _dimensions(dataset.organization_id)
+    taken = set(MANIFEST_COLUMNS)
+    dim_columns = [d.slug for d in dimensions if d.slug not in taken]
+    fields = [
+        ("key", pa.string()),
+        ("episode_count", pa.int64()),
+        ("frames", pa.int64()),
+        ("duration_s", pa.float64()),
+        ("fps", pa.float64()),
+        ("outcome", pa.string()),
+        ("failure_mode", pa.string()),
+        ("task", pa.string()),
+        ("site", pa.string()),
+        ("embodiment", pa.string()),
+        ("storage_uri", pa.string()),
+        ("recorded_at", pa.string()),
+        ("sync_status", pa.string()),
+        ("label_status", pa.string()),
+    ] + [(slug, pa.string()) for slug in dim_columns]
+    schema = pa.schema(fields)
+    summary = ExportSummary(format=fmt, dataset=dataset.slug, eligibility=eligibility.as_dict())
+    outdir.mkdir(parents=True, exist_ok=True)
+    name = f"{dataset.slug}.{'parquet' if fmt == 'parquet' else 'csv'}"
+    target = outdir / name
+    fps = dataset.fps
+    tasks: set[str] = set()
+    writer: Any = (
+        pq.ParquetWriter(target, schema) if fmt == "parquet" else pacsv.CSVWriter(target, schema)
+    )
+    try:
+        batch: list[dict[str, Any]] = []
+        for r in export_rows(dataset=dataset, single_episodes_only=False):
+            row = {
+                "key": r.key,
+                "episode_count": r.episode_count,
+                "frames": r.frames,
+                "duration_s": r.duration_s,
+                "fps": fps,
+                "outcome": r.outcome,
+                "failure_mode": r.failure_mode,
+                "task": r.task,
+                "site": r.site,
+                "embodiment": r.embodiment,
+                "storage_uri": r.storage_uri,
+                "recorded_at": r.recorded_at,
+                "sync_status": r.sync_status,
+                "label_status": r.label_status,
+            }
+            for slug in dim_columns:
+                row[slug] = r.conditions.get(slug)
+            batch.append(row)
+            summary.rows += 1
+            summary.episodes += r.episode_count
+            summary.frames += r.frames
+            if r.task:
+                tasks.add(r.task)
+            if len(batch) >= CHUNK:
+                writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                batch = []
+                if progress:
+                    progress(summary.rows, eligibility.rows, f"Wrote {summary.rows:,} rows")
+        if batch or summary.rows == 0:
+            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+    finally:
+        writer.close()
+    summary.tasks = len(tasks)
+    summary.files = [name]
+    return summary
+
+
+# --- the service -----------------------------------------------------------------------------------
+
+
+def dataset_export_write(
+    *, dataset: Dataset, format: str, outdir: Path, progress: Progress | None = None
+) -> ExportSummary:
+    """Write the dataset's synchronised, accepted episodes to ``outdir`` in ``format``.
+
+    Raises ExportError on an unknown format, or when no episode qualifies (the message
+    gives the reasons and their counts).
+    """
+    if format not in FORMATS:
+        raise ExportError(f"unknown format {format!r} (one of {', '.join(FORMATS)})")
+    single = format in LEROBOT
+    eligibility = export_eligibility(dataset_id=dataset.pk, single_episodes_only=single)
+    if eligibility.rows == 0:
+        raise ExportError(nothing_to_export(dataset, eligibility))
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    if single:
+        return _write_lerobot(
+            dataset=dataset,
+            version=LEROBOT[DatasetExport.Format(format)],
+            outdir=outdir,
+            eligibility=eligibility,
+            progress=progress,
+        )
+    return _write_manifest(
+        dataset=dataset, fmt=format, outdir=outdir, eligibility=eligibility, progress=progress
+    )
+
+
+def nothing_to_export(dataset: Dataset, eligibility: Eligibility) -> str:
+    reasons = "; ".join(f"{r.text}: {r.rows:,}" for r in eligibility.reasons) or "no episodes"
+    return (
+        f"Nothing in {dataset.name} is both synchronised and accepted, so nothing exports "
+        f"({reasons})."
+    )
+
+
+def exclusion_lines(summary: dict[str, Any]) -> list[str]:
+    """The exclusion reasons of an export summary, one line each."""
+    excluded = summary.get("excluded") or {}
+    return [
+        f"{r['text']}: {r['rows']:,} episode row{'s' if r['rows'] != 1 else ''}"
+        for r in excluded.get("reasons", [])
+    ]
+
+
+def dataset_export_start(*, dataset: Dataset, format: str, actor: Any = None) -> DatasetExport:
+    """Record an export and queue its job (it runs once the transaction commits).
+
+    Raises ExportError on an unknown format.
+    """
+    if format not in FORMATS:
+        raise ExportError(f"unknown format {format!r} (one of {', '.join(FORMATS)})")
+    import labeling.tasks  # noqa: F401  (registers the task for eager and worker runs)
+
+    label = DatasetExport.Format(format).label
+    with transaction.atomic():
+        job = job_create(
+            organization=dataset.organization,
+            kind="export",
+            task_name=TASK_NAME,
+            title=f"Export {dataset.name} as {label}",
+            created_by=actor,
+            enqueue=False,
+        )
+        export = DatasetExport.objects.create(
+            organization_id=dataset.organization_id,
+            dataset=dataset,
+            format=format,
+            job=job,
+            created_by=actor if getattr(actor, "pk", None) else None,
+        )
+        job_enqueue(job=job)
+    return export
+
+
+def export_file(export: DatasetExport) -> Path:
+    """The export's zip file; Http404 when it is not written (or not where exports live)."""
+    from django.http import Http404
+
+    root = (Path(settings.MEDIA_ROOT) / "exports").resolve()
+    path = Path(export.path).resolve() if export.path else None
+    if path is None or root not in path.parents or not path.is_file():
+        raise Http404("This export has no file (yet).")
+    return path
+
+
+def export_folder(export: DatasetExport) -> Path:
+    return Path(settings.MEDIA_ROOT) / "exports" / str(export.pk)
+
+
+def dataset_export_run(*, job_id: str) -> None:
+    """Run a queued export (the Celery task calls this). Idempotent: a re-run writes the
+    files again from scratch; a re-delivered task finds the job taken and does nothing."""
+    with job_running(job_id=job_id) as ctx:
+        if ctx is None:
+            return
+        export = DatasetExport.objects.select_related("dataset").get(job_id=job_id)
+        folder = export_folder(export)
+        shutil.rmtree(folder, ignore_errors=True)
+        name = f"{export.dataset.slug}-{export.format}"
+        work = folder / name
+        ctx.progress(0, None, "Reading the episodes", force=True)
+        try:
+            summary = dataset_export_write(
+                dataset=export.dataset,
+                format=export.format,
+                outdir=work,
+                progress=lambda done, total, message: ctx.progress(done, total, message),
+            )
+        except ExportError as exc:
+            eligibility = export_eligibility(
+                dataset_id=export.dataset_id, single_episodes_only=export.format in LEROBOT
+            )
+            DatasetExport.objects.filter(pk=export.pk).update(
+                summary={"excluded": eligibility.as_dict()}
+            )
+            shutil.rmtree(folder, ignore_errors=True)
+            raise JobFailed(
+                str(exc),
+                errors=[{"message": f"{r.text}: {r.rows:,}"} for r in eligibility.reasons],
+            ) from None
+        archive = folder / f"{name}.zip"
+        _zip(work, archive, root=name)
+        shutil.rmtree(work, ignore_errors=True)
+        data = summary.as_dict()
+        DatasetExport.objects.filter(pk=export.pk).update(path=str(archive), summary=data)
+        job_set_result(job=ctx.job, result={"summary": data}, message=summary_line(data))
+
+
+def _zip(folder: Path, archive: Path, *, root: str) -> None:
+    partial = archive.with_name(f".{uuid.uuid4().hex}.zip")
+    with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(folder.rglob("*")):
+            if path.is_file():
+                zf.write(path, f"{root}/{path.relative_to(folder).as_posix()}")
+    partial.replace(archive)
+
+
+def summary_line(summary: dict[str, Any]) -> str:
+    excluded = (summary.get("excluded") or {}).get("excluded_rows", 0)
+    return (
+        f"{summary.get('rows', 0):,} episodes ({summary.get('frames', 0):,} frames) exported"
+        + (f"; {excluded:,} left out (see the reasons)" if excluded else "")
+        + "."
+    )

@@ -1,0 +1,269 @@
+"""Field uploads of recordings: resumable, checksummed, stored once, validated in Celery."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from campaigns.models import CollectionTask, TaskRecording
+from labeling.models import Episode, Recording, RecordingUpload
+from sites.models import ActionDimension, Camera, Embodiment
+from tests.labeling import mcap_fixtures as fx
+
+
+@pytest.fixture
+def rig(world_a, tmp_path, settings):
+    """A collection task whose embodiment matches the recordings the fixtures write."""
+    settings.MEDIA_ROOT = tmp_path / "media"
+    emb = Embodiment.objects.create(
+        organization=world_a.operator,
+        slug="mm-1",
+        name="MM-1",
+        morphology="arm",
+        end_effector="gripper",
+        control_rate_hz=fx.SPEC["control_rate_hz"],
+        calibration_threshold=fx.SPEC["calibration_threshold"],
+    )
+    for i, d in enumerate(fx.SPEC["action_dimensions"]):
+        ActionDimension.objects.create(
+            embodiment=emb,
+            order=i,
+            name=d["name"],
+            unit=d["unit"],
+            min_value=d["min"],
+            max_value=d["max"],
+        )
+    for c in fx.SPEC["cameras"]:
+        Camera.objects.create(
+            embodiment=emb, name=c["name"], mount="head", width=640, height=480, fps=c["fps"]
+        )
+    CollectionTask.objects.filter(pk=world_a.collection_task.pk).update(embodiment=emb)
+    episode = Episode.objects.create(
+        organization=world_a.operator,
+        dataset=world_a.round.dataset,
+        key="rec-1",
+        embodiment=emb,
+        provenance="captured",
+        validated=False,
+    )
+    return world_a, episode, tmp_path
+
+
+def upload(client, task_id, path: Path, *, kind="episode", episode="rec-1", chunk=40_000):
+    data = path.read_bytes()
+    start = client.post(
+        f"/api/collection-tasks/{task_id}/recordings/",
+        {
+            "filename": path.name,
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "kind": kind,
+            "episode": episode,
+        },
+        content_type="application/json",
+    )
+    if start.status_code == 200:
+        return start
+    upload_id = start.json()["id"]
+    response = start
+    for offset in range(0, len(data), chunk):
+        body = data[offset : offset + chunk]
+        response = client.put(
+            f"/api/recording-uploads/{upload_id}/",
+            body,
+            content_type="application/octet-stream",
+            HTTP_CONTENT_RANGE=f"bytes {offset}-{offset + len(body) - 1}/{len(data)}",
+        )
+    return response
+
+
+def test_good_recording_uploads_in_chunks_validates_and_marks_its_episode_synced(
+    rig, client_for, django_capture_on_commit_callbacks
+):
+    world, episode, tmp = rig
+    path = fx.write_good(tmp / "good.mcap")
+    client = client_for(world.field)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = upload(client, world.collection_task.pk, path)
+
+    assert response.status_code == 201
+    recording = Recording.objects.exclude(storage_path="/nonexistent").get()
+    assert recording.status == "passed"
+    assert Path(recording.storage_path).read_bytes() == path.read_bytes()
+    episode.refresh_from_db()
+    assert (episode.sync_status, episode.validated) == ("synced", True)
+    assert episode.extra["capture"]["passed"] is True
+    assert TaskRecording.objects.filter(task=world.collection_task, recording=recording).exists()
+
+
+def test_resending_the_same_file_is_recognised_not_stored_twice(
+    rig, client_for, django_capture_on_commit_callbacks
+):
+    world, _, tmp = rig
+    path = fx.write_good(tmp / "good.mcap")
+    client = client_for(world.field)
+    with django_capture_on_commit_callbacks(execute=True):
+        upload(client, world.collection_task.pk, path)
+
+    again = upload(client, world.collection_task.pk, path)
+
+    assert again.status_code == 200
+    assert again.json()["recording"]["status"] == "passed"
+    assert Recording.objects.exclude(storage_path="/nonexistent").count() == 1
+    assert RecordingUpload.objects.exclude(path="/nonexistent").count() == 1
+
+
+def test_a_chunk_at_the_wrong_offset_gets_409_with_where_to_resume(rig, client_for):
+    world, _, tmp = rig
+    data = fx.write_good(tmp / "good.mcap").read_bytes()
+    client = client_for(world.field)
+    start = client.post(
+        f"/api/collection-tasks/{world.collection_task.pk}/recordings/",
+        {"filename": "good.mcap", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()},
+        content_type="application/json",
+    ).json()
+    client.put(
+        f"/api/recording-uploads/{start['id']}/",
+        data[:1000],
+        content_type="application/octet-stream",
+        HTTP_CONTENT_RANGE=f"bytes 0-999/{len(data)}",
+    )
+
+    skipped = client.put(
+        f"/api/recording-uploads/{start['id']}/",
+        data[2000:3000],
+        content_type="application/octet-stream",
+        HTTP_CONTENT_RANGE=f"bytes 2000-2999/{len(data)}",
+    )
+    resume = client.get(f"/api/recording-uploads/{start['id']}/")
+
+    assert skipped.status_code == 409
+    assert skipped.json()["offset"] == 1000
+    assert resume.json()["offset"] == 1000
+
+
+def test_a_checksum_mismatch_is_refused_and_the_upload_reset(rig, client_for):
+    world, _, tmp = rig
+    data = fx.write_good(tmp / "good.mcap").read_bytes()
+    client = client_for(world.field)
+    start = client.post(
+        f"/api/collection-tasks/{world.collection_task.pk}/recordings/",
+        {"filename": "good.mcap", "size": len(data), "sha256": "0" * 64},
+        content_type="application/json",
+    ).json()
+
+    done = client.put(
+        f"/api/recording-uploads/{start['id']}/",
+        data,
+        content_type="application/octet-stream",
+        HTTP_CONTENT_RANGE=f"bytes 0-{len(data) - 1}/{len(data)}",
+    )
+
+    assert done.status_code == 422
+    assert "sha256" in done.json()["detail"]
+    assert RecordingUpload.objects.get(pk=start["id"]).received == 0
+    assert not Recording.objects.exclude(storage_path="/nonexistent").exists()
+
+
+@pytest.mark.parametrize(
+    ("writer", "sync", "check"),
+    [
+        (fx.write_desync_camera, "desynced", "synchronisation"),
+        (fx.write_truncated, "incomplete", "files_read"),
+    ],
+)
+def test_bad_recordings_leave_the_episode_uncounted_with_the_reason(
+    rig, client_for, writer, sync, check, django_capture_on_commit_callbacks
+):
+    world, episode, tmp = rig
+    path = writer(tmp / "bad.mcap")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        upload(client_for(world.field), world.collection_task.pk, path)
+
+    episode.refresh_from_db()
+    assert episode.sync_status == sync
+    assert episode.validated is False
+    assert check in episode.extra["capture"]["failed_checks"]
+
+
+def test_incomplete_calibration_names_the_joint_on_the_tablet_report(
+    rig, client_for, django_capture_on_commit_callbacks
+):
+    world, _, tmp = rig
+    path = fx.write_joint_never_moved(tmp / "calib.mcap", joint="wrist_roll")
+    client = client_for(world.field)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        upload(client, world.collection_task.pk, path, kind="calibration")
+    page = client.get(f"/field/tasks/{world.collection_task.pk}/captures/")
+
+    recording = Recording.objects.exclude(storage_path="/nonexistent").get()
+    assert recording.is_calibration and recording.status == "failed"
+    body = page.content.decode()
+    assert "FAILED" in body and "wrist_roll" in body and "Redo the calibration" in body
+
+
+def test_another_organizations_field_member_cannot_upload_or_read(rig, world_b, client_for):
+    world, _, tmp = rig
+    data = fx.write_good(tmp / "good.mcap").read_bytes()
+    other = client_for(world_b.field)
+
+    start = other.post(
+        f"/api/collection-tasks/{world.collection_task.pk}/recordings/",
+        {"filename": "good.mcap", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()},
+        content_type="application/json",
+    )
+    listing = other.get(f"/api/collection-tasks/{world.collection_task.pk}/recordings/")
+    page = other.get(f"/field/tasks/{world.collection_task.pk}/captures/")
+
+    assert (start.status_code, listing.status_code, page.status_code) == (404, 404, 404)
+    assert not RecordingUpload.objects.exclude(path="/nonexistent").exists()
+
+
+def test_uploads_refuse_non_mcap_files_and_bad_checksums_clearly(rig, client_for):
+    world, _, _ = rig
+    client = client_for(world.field)
+
+    wrong = client.post(
+        f"/api/collection-tasks/{world.collection_task.pk}/recordings/",
+        {"filename": "notes.txt", "size": 10, "sha256": "a" * 64},
+        content_type="application/json",
+    )
+    bad_sha = client.post(
+        f"/api/collection-tasks/{world.collection_task.pk}/recordings/",
+        {"filename": "x.mcap", "size": 10, "sha256": "z" * 64},
+        content_type="application/json",
+    )
+
+    assert wrong.status_code == 400 and "expected an .mcap recording" in wrong.json()["detail"]
+    assert bad_sha.status_code == 400 and "64 hexadecimal" in bad_sha.json()["detail"]
+
+
+def test_validate_capture_command_passes_good_and_fails_desync_with_evidence(rig, tmp_path):
+    import subprocess
+    import sys
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    world, _, tmp = rig
+    good = fx.write_good(tmp / "good.mcap")
+    bad = fx.write_desync_camera(tmp / "desync.mcap")
+
+    call_command("validate_capture", str(good), "--embodiment", "mm-1")
+    with pytest.raises(CommandError, match="synchronisation"):
+        call_command("validate_capture", str(bad), "--embodiment", "mm-1")
+    real = Path(__file__).resolve().parents[2].parent / "shared/realdata/mcap/ros2_rosbag2/wbag"
+    result = subprocess.run(
+        [sys.executable, "manage.py", "validate_capture", str(real), "--json"],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"passed": true' in result.stdout
