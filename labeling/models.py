@@ -186,7 +186,7 @@ class Episode(models.Model):
             models.Index(
                 fields=["organization", "embodiment", "condition_set"],
                 name="episode_coverage_idx",
-                include=["episode_count", "validated", "task"],
+                include=["episode_count", "validated", "task", "label_status"],
             ),
         ]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,23 +62,35 @@ class DimensionSpace:
                 codes[p[0]] = p[1]
         return tuple(codes)
 
+    def __post_init__(self) -> None:
+        # Lookup tables indexed by code (UNKNOWN = -1 reads the last entry): thousands of
+        # cells are labelled and stored per report, so these avoid attribute lookups per cell.
+        self._labels = [
+            [v.label for v in vs] + [f"{d.name.lower()} unrecorded"]
+            for d, vs in zip(self.dimensions, self.values, strict=True)
+        ]
+        self._pks = [[v.pk for v in vs] + [0] for vs in self.values]
+        self._slugs = [[v.slug for v in vs] + [""] for vs in self.values]
+        self._json_keys = [json.dumps(d.slug) for d in self.dimensions]
+
     def label(self, key: tuple[int, ...]) -> str:
-        parts = []
-        for i, code in enumerate(key):
-            if code == UNKNOWN:
-                parts.append(f"{self.dimensions[i].name.lower()} unrecorded")
-            else:
-                parts.append(self.values[i][code].label)
-        return " · ".join(parts)
+        labels = self._labels
+        return " · ".join([labels[i][c] for i, c in enumerate(key)])
 
     def value_ids(self, key: tuple[int, ...]) -> list[int]:
-        return [self.values[i][c].pk for i, c in enumerate(key) if c != UNKNOWN]
+        pks = self._pks
+        return [pks[i][c] for i, c in enumerate(key) if c != UNKNOWN]
 
     def slugs(self, key: tuple[int, ...]) -> dict[str, str]:
         return {
-            self.dimensions[i].slug: (self.values[i][c].slug if c != UNKNOWN else "")
-            for i, c in enumerate(key)
+            d.slug: self._slugs[i][c]
+            for i, (d, c) in enumerate(zip(self.dimensions, key, strict=True))
         }
+
+    def slugs_json(self, key: tuple[int, ...]) -> str:
+        """The same mapping as :meth:`slugs`, serialised (slugs need no JSON escaping)."""
+        parts = [f'{self._json_keys[i]}: "{self._slugs[i][c]}"' for i, c in enumerate(key)]
+        return "{" + ", ".join(parts) + "}"
 
 
 @dataclass
@@ -193,6 +206,55 @@ def _survey_target(
     return DeploymentTarget(deployment, "survey", n_shares, shares, notes)
 
 
+TRAINING_SQL = """
+    SELECT embodiment_id, condition_set_id, SUM(episode_count)
+    FROM labeling_episode
+    WHERE organization_id = %s AND validated AND label_status <> 'rejected'
+      AND condition_set_id IS NOT NULL AND (task_id = %s OR task_id IS NULL)
+    GROUP BY embodiment_id, condition_set_id
+"""
+
+
+class _TrainingCoverage:
+    """Training coverage: one GROUP BY over the episode table (index-only on the covering index).
+
+    Outside a transaction it runs on its own connection in a thread, so PostgreSQL aggregates
+    the inventory while this process builds the targets; inside one (a test, or a caller's
+    transaction) it runs inline, on the connection that can see the caller's rows.
+    """
+
+    def __init__(self, campaign: Campaign) -> None:
+        self.params = [campaign.organization_id, campaign.task_id]
+        self.rows: list[tuple[Any, ...]] = []
+        self.error: BaseException | None = None
+        self.thread: threading.Thread | None = None
+
+    def _run(self, close: bool) -> None:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(TRAINING_SQL, self.params)
+                self.rows = cursor.fetchall()
+        except BaseException as exc:  # re-raised by result()
+            self.error = exc
+        finally:
+            if close:
+                connection.close()
+
+    def start(self) -> None:
+        if connection.in_atomic_block:
+            self._run(close=False)
+        else:
+            self.thread = threading.Thread(target=self._run, args=(True,), daemon=True)
+            self.thread.start()
+
+    def result(self) -> list[tuple[Any, ...]]:
+        if self.thread is not None:
+            self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.rows
+
+
 def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> CampaignInputs:
     """Assemble target, training and outcome arrays for a campaign's cells."""
     space = DimensionSpace.build(organization_id=campaign.organization_id, slugs=slugs)
@@ -200,6 +262,8 @@ def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> Ca
     if not deployments:
         raise ValueError(f"campaign {campaign.slug!r} has no target deployments")
     embodiment_ids = list(campaign.embodiments.values_list("pk", flat=True))
+    coverage = _TrainingCoverage(campaign)
+    coverage.start()
     targets = [deployment_target(deployment=d, space=space) for d in deployments]
     cycles = np.array([d.cycles_per_day for d in deployments], dtype=float)
     weights = (
@@ -217,19 +281,7 @@ def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> Ca
             if mass > top.get(key, (0.0, ""))[0]:
                 top[key] = (mass, t.deployment.site.name)
 
-    # Training coverage: one GROUP BY over the episode table (index-only on the covering index).
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT embodiment_id, condition_set_id, SUM(episode_count)
-            FROM labeling_episode
-            WHERE organization_id = %s AND validated AND label_status <> 'rejected'
-              AND condition_set_id IS NOT NULL AND (task_id = %s OR task_id IS NULL)
-            GROUP BY embodiment_id, condition_set_id
-            """,
-            [campaign.organization_id, campaign.task_id],
-        )
-        train_rows = cursor.fetchall()
+    train_rows = coverage.result()
     evidence, outcome_rows = _outcome_rows(campaign, deployments, embodiment_ids)
     projected = _project_sets(space, {r[1] for r in train_rows} | {r[0] for r in outcome_rows})
 

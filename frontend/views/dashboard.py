@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from datetime import timedelta
 from typing import Any
@@ -42,7 +43,8 @@ def dashboard_context(*, customer: Organization, operator_id: int | None) -> dic
     """
     from django.core.cache import cache
 
-    key = f"dashboard:{customer.pk}:{operator_id}:{_fingerprint(customer)}"
+    fingerprint = hashlib.sha256(_fingerprint(customer).encode()).hexdigest()[:32]
+    key = f"dashboard:{customer.pk}:{operator_id}:{fingerprint}"
     cached = cache.get(key)
     if cached is not None:
         return cached

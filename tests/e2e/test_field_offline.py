@@ -19,10 +19,10 @@ import pytest
 
 from campaigns.models import FieldRecord
 from labeling.models import Episode
+from tests.browser import chromium, needs_chromium
 from tests.campaigns.field_support import field_setup
 from tests.factories import build_world
 
-CHROMIUM = "/usr/bin/chromium"
 VIEWPORTS = {"landscape-1024x768": (1024, 768), "portrait-800x1280": (800, 1280)}
 BUDGET_BYTES = 150 * 1024
 LOAD_BUDGET_MS = 1000
@@ -31,10 +31,7 @@ PNG = bytes.fromhex(  # 1x1 pixel
     "1f15c4890000000d49444154789c6360f8cfc0f01f0005000201a5dd5bb40000000049454e44ae426082"
 )
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM}"),
-]
+pytestmark = needs_chromium
 
 # Every visible control in the field UI, with its size; hidden ones have no box.
 TAP_TARGETS_JS = """
@@ -49,24 +46,8 @@ NO_HSCROLL_JS = "() => document.documentElement.scrollWidth <= window.innerWidth
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    # The ORM runs in the test thread beside Playwright's event loop.
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        yield browser
-        browser.close()
+    with chromium() as launched:
+        yield launched
 
 
 def sign_in(context: Any, base: str, username: str, then: str) -> Any:
