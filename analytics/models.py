@@ -187,7 +187,10 @@ class GapCell(models.Model):
         THIN = 1, "Thin"
         COVERED = 2, "Covered"
 
-    report = models.ForeignKey(GapReport, on_delete=models.CASCADE, related_name="cells")
+    # No index of its own: the unique (report, rank) constraint leads with it.
+    report = models.ForeignKey(
+        GapReport, on_delete=models.CASCADE, related_name="cells", db_index=False
+    )
     # The cell's condition values (sorted ids). Not an interned ConditionSet: a report holds
     # thousands of cells and only the few a plan targets need interning (done then).
     value_ids = ArrayField(models.IntegerField())

@@ -6,7 +6,7 @@ loops run over distinct condition sets (thousands), never over episodes (million
 
 from __future__ import annotations
 
-import itertools
+import functools
 import json
 import threading
 from dataclasses import dataclass, field
@@ -196,22 +196,35 @@ def _survey_target(
             marginals[i] = np.ones(len(space.values[i]))
             notes.append(f"no survey of {space.dimensions[i].name.lower()}: assumed uniform")
         marginals[i] = marginals[i] / marginals[i].sum()
+    if not marginals:
+        return DeploymentTarget(deployment, "survey", 0, {(): 1.0}, notes)
+    # The joint share of every cell with positive mass at once: an outer product of the
+    # marginals over their supports (row-major, the order itertools.product would give).
     supports = [np.flatnonzero(m > 0) for m in marginals]
-    shares = {}
-    for combo in itertools.product(*supports):
-        p = float(np.prod([marginals[i][c] for i, c in enumerate(combo)]))
-        if p > 0:
-            shares[tuple(int(c) for c in combo)] = p
+    joint = functools.reduce(
+        np.multiply.outer, [m[s] for m, s in zip(marginals, supports, strict=True)]
+    )
+    flat = joint.ravel()
+    positive = np.flatnonzero(flat > 0)
+    positions = np.unravel_index(positive, joint.shape)
+    codes = np.column_stack([s[p] for s, p in zip(supports, positions, strict=True)]).tolist()
+    shares = dict(zip(map(tuple, codes), flat[positive].tolist(), strict=True))
     n_shares = ConditionShare.objects.filter(deployment=deployment).count()
     return DeploymentTarget(deployment, "survey", n_shares, shares, notes)
 
 
+# The condition values come back with each group (a join on a few thousand groups), which
+# saves a second round trip to look the condition sets up.
 TRAINING_SQL = """
-    SELECT embodiment_id, condition_set_id, SUM(episode_count)
-    FROM labeling_episode
-    WHERE organization_id = %s AND validated AND label_status <> 'rejected'
-      AND condition_set_id IS NOT NULL AND (task_id = %s OR task_id IS NULL)
-    GROUP BY embodiment_id, condition_set_id
+    SELECT t.embodiment_id, t.condition_set_id, t.episodes, cs.value_ids
+    FROM (
+        SELECT embodiment_id, condition_set_id, SUM(episode_count) AS episodes
+        FROM labeling_episode
+        WHERE organization_id = %s AND validated AND label_status <> 'rejected'
+          AND condition_set_id IS NOT NULL AND (task_id = %s OR task_id IS NULL)
+        GROUP BY embodiment_id, condition_set_id
+    ) t
+    JOIN sites_conditionset cs ON cs.id = t.condition_set_id
 """
 
 
@@ -281,14 +294,19 @@ def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> Ca
             if mass > top.get(key, (0.0, ""))[0]:
                 top[key] = (mass, t.deployment.site.name)
 
-    train_rows = coverage.result()
+    # Outcomes are independent of training coverage: gather them while it aggregates.
     evidence, outcome_rows = _outcome_rows(campaign, deployments, embodiment_ids)
-    projected = _project_sets(space, {r[1] for r in train_rows} | {r[0] for r in outcome_rows})
+    projected = _project_sets(space, {r[0] for r in outcome_rows})
+    train_rows = coverage.result()
+    project = space.project
+    for _, set_id, _, value_ids in train_rows:
+        if set_id not in projected:
+            projected[set_id] = project(value_ids)
 
     train: dict[tuple[int, ...], float] = {}
     own = set(embodiment_ids)
     raw_total = 0.0
-    for emb_id, set_id, count in train_rows:
+    for emb_id, set_id, count, _ in train_rows:
         weight = 1.0 if emb_id in own else campaign.transfer_weight
         key = projected[set_id]
         train[key] = train.get(key, 0.0) + weight * float(count)
