@@ -81,3 +81,14 @@ def purge_organizations(*slugs: str) -> None:
             cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
             for column in FK_COLUMNS_WITHOUT_INDEX:
                 cursor.execute(f"DROP INDEX bench_purge_{column}")
+
+
+def remove_field_records(uuids: list[str]) -> None:
+    """Remove what a benchmark's tablets captured, so the demo programme stays as seeded."""
+    from campaigns.models import FieldRecord
+    from labeling.models import Episode
+
+    records = FieldRecord.objects.filter(uuid__in=uuids)
+    episode_ids = [e for e in records.values_list("episode_id", flat=True) if e]
+    records.delete()
+    Episode.objects.filter(pk__in=episode_ids).delete()

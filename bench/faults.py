@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from _util import purge_organizations, setup_django
+from _util import purge_organizations, remove_field_records, setup_django
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKDIR = Path(tempfile.mkdtemp(prefix="fieldcraft-faults-"))
@@ -194,21 +194,29 @@ def scenario_gap() -> bool:
     return ok
 
 
-def scenario_export() -> bool:
-    try:
-        from labeling.labels.exports import export_request  # type: ignore[import-not-found]
-    except ImportError:
-        print("export: no export service in this checkout; skipped")
-        return True
-    from labeling.models import Dataset
+def scenario_export(rows: int) -> bool:
+    import zipfile
 
-    dataset = Dataset.objects.filter(source="imported").order_by("-pk").first()
-    if dataset is None:
-        print("export: no dataset to export; skipped")
-        return True
-    print(f"export of {dataset.name}")
+    from labeling.labels.exports import dataset_export_start
+    from labeling.models import Dataset, DatasetExport
+
+    purge_organizations("faults-export")
+    org = Organization.objects.create(slug="faults-export", name="Faults export", kind="operator")
+    dataset = Dataset.objects.create(organization=org, slug="faults", name="Faults export")
+    with connection.cursor() as cursor:
+        # Synchronised, accepted episodes: all of them export.
+        cursor.execute(
+            "INSERT INTO labeling_episode (organization_id, dataset_id, key, episode_count, frames,"
+            " duration_s, outcome, storage_uri, provenance, sync_status, label_status, validated,"
+            " features, extra, created_at, updated_at)"
+            " SELECT %s, %s, 'ep-' || i, 1, 300, 10, CASE WHEN i %% 5 = 0 THEN 'failure'"
+            " ELSE 'success' END, '', 'captured', 'synced', 'accepted', true, '{}', '{}',"
+            " now(), now() FROM generate_series(1, %s) AS i",
+            [org.pk, dataset.pk, rows],
+        )
+    print(f"export of {rows:,} accepted episodes as a CSV manifest")
     w = worker()
-    export = export_request(dataset=dataset, format="lerobot-v3")
+    export = dataset_export_start(dataset=dataset, format="csv")
     job_id = export.job_id
     w = kill_mid_job(job_id, "export", w)
     try:
@@ -216,8 +224,20 @@ def scenario_export() -> bool:
     finally:
         kill(w)
     export.refresh_from_db()
-    ok = done.status == "succeeded"
-    print(f"  export {done.status}: {'OK' if ok else 'FAILED'}")
+    exports = DatasetExport.objects.filter(dataset=dataset).count()
+    written = 0
+    if export.path and Path(export.path).exists():
+        with zipfile.ZipFile(export.path) as archive:
+            for name in archive.namelist():
+                if name.endswith(".csv"):
+                    with archive.open(name) as fh:
+                        written += sum(1 for _ in fh) - 1  # header
+    ok = done.status == "succeeded" and done.attempts >= 2 and exports == 1 and written == rows
+    print(
+        f"  one export record ({exports}), {written:,} episode rows in the archive "
+        f"(expected {rows:,}): {'OK' if ok else 'FAILED'}"
+    )
+    purge_organizations("faults-export")
     return ok
 
 
@@ -253,7 +273,7 @@ def restart_postgres() -> str | None:
     return None
 
 
-def scenario_sync(tablets: int = 20, per_tablet: int = 60) -> bool:
+def scenario_sync(tablets: int = 20, per_tablet: int = 100) -> bool:
     import http.client
     import re
     from urllib.parse import urlencode
@@ -380,7 +400,7 @@ def scenario_sync(tablets: int = 20, per_tablet: int = 60) -> bool:
                     confirmed.update(done)
                 outbox = [r for r in outbox if r["uuid"] not in done]
                 delay = 0.2
-                time.sleep(0.1)
+                time.sleep(0.25)  # a tablet syncs as records are captured, not all at once
             else:
                 with lock:
                     failures["retries"] += 1
@@ -390,8 +410,13 @@ def scenario_sync(tablets: int = 20, per_tablet: int = 60) -> bool:
     threads = [threading.Thread(target=tablet, args=(i,)) for i in range(tablets)]
     for t in threads:
         t.start()
-    time.sleep(2.0)
-    print(f"tablet sync: {tablets} tablets x {per_tablet} records; restarting PostgreSQL mid-sync")
+    total = tablets * per_tablet
+    wait_for(lambda: len(confirmed) >= total // 4, 120, "a quarter of the records to sync")
+    at_restart = len(confirmed)
+    print(
+        f"tablet sync: {tablets} tablets x {per_tablet} records; restarting PostgreSQL mid-sync "
+        f"({at_restart:,} of {total:,} confirmed so far)"
+    )
     how = restart_postgres()
     if how is None:
         print(
@@ -414,7 +439,8 @@ def scenario_sync(tablets: int = 20, per_tablet: int = 60) -> bool:
         .distinct()
         .count()
     )
-    ok = stored == len(uuids) == len(confirmed) == episodes
+    ok = stored == len(uuids) == len(confirmed) == episodes and at_restart < len(uuids)
+    remove_field_records(uuids)  # leave the demo programme as it was
     print(
         f"  sent {len(uuids):,}, confirmed {len(confirmed):,}, stored {stored:,} records / {episodes:,} episodes "
         f"(each exactly once), {failures['retries']} failed requests retried: {'OK' if ok else 'FAILED'}"
@@ -434,7 +460,7 @@ def main() -> None:
     if "gap" in chosen:
         results["gap"] = scenario_gap()
     if "export" in chosen:
-        results["export"] = scenario_export()
+        results["export"] = scenario_export(args.rows)
     if "sync" in chosen:
         results["sync"] = scenario_sync()
     print("faults: " + ", ".join(f"{k} {'OK' if v else 'FAILED'}" for k, v in results.items()))

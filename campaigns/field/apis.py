@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db import transaction
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
@@ -211,7 +212,11 @@ class FieldRecordViewSet(ScopedViewSetMixin, mixins.ListModelMixin, viewsets.Gen
                     {"detail": f"Send at most {BATCH_MAX} records at once."},
                     status=status.HTTP_400_BAD_REQUEST,
                 )
-            results = [submit_one(user=request.user, data=item) for item in data]
+            # One transaction for the batch, a savepoint per record: a record that fails
+            # rolls back alone, and the batch costs one commit. Should the commit itself fail,
+            # nothing was confirmed and the tablet resends the same UUIDs.
+            with transaction.atomic():
+                results = [submit_one(user=request.user, data=item) for item in data]
             return Response({"results": results}, status=status.HTTP_200_OK)
         outcome = submit_one(user=request.user, data=data)
         return Response(outcome, status=outcome["status"])
