@@ -258,6 +258,8 @@ def test_validate_capture_command_passes_good_and_fails_desync_with_evidence(rig
     with pytest.raises(CommandError, match="synchronisation"):
         call_command("validate_capture", str(bad), "--embodiment", "mm-1")
     real = Path(__file__).resolve().parents[2].parent / "shared/realdata/mcap/ros2_rosbag2/wbag"
+    if not real.exists():
+        pytest.skip(f"the shared real data is not beside this checkout ({real})")
     result = subprocess.run(
         [sys.executable, "manage.py", "validate_capture", str(real), "--json"],
         cwd=Path(__file__).resolve().parents[2],
