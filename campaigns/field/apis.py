@@ -24,6 +24,7 @@ from accounts.apis import ScopedViewSetMixin
 from accounts.models import Role, membership_of
 from accounts.pagination import LargeListPagination
 from campaigns.field.records import (
+    BatchMemo,
     FieldRecordInvalid,
     FieldTaskNotFound,
     RecordConflict,
@@ -130,7 +131,9 @@ def _outcome(
     }
 
 
-def submit_one(*, user: Any, data: Any, photo: Any = None) -> dict[str, Any]:
+def submit_one(
+    *, user: Any, data: Any, photo: Any = None, memo: BatchMemo | None = None
+) -> dict[str, Any]:
     """Validate and store one record; return its outcome (never raises for bad input)."""
     uuid = data.get("uuid") if isinstance(data, dict) else None
     incoming = FieldRecordInSerializer(data=data)
@@ -149,6 +152,7 @@ def submit_one(*, user: Any, data: Any, photo: Any = None) -> dict[str, Any]:
             client_created_at=values["client_created_at"],
             task_version_seen=values["task_version_seen"],
             photo=photo,
+            memo=memo,
         )
     except RecordConflict as exc:
         return _outcome(
@@ -215,8 +219,17 @@ class FieldRecordViewSet(ScopedViewSetMixin, mixins.ListModelMixin, viewsets.Gen
             # One transaction for the batch, a savepoint per record: a record that fails
             # rolls back alone, and the batch costs one commit. Should the commit itself fail,
             # nothing was confirmed and the tablet resends the same UUIDs.
+            membership = membership_of(request.user)
+            memo = (
+                BatchMemo.for_batch(
+                    organization_id=membership.organization_id,
+                    uuids=[item.get("uuid") for item in data if isinstance(item, dict)],
+                )
+                if membership is not None
+                else None
+            )
             with transaction.atomic():
-                results = [submit_one(user=request.user, data=item) for item in data]
+                results = [submit_one(user=request.user, data=item, memo=memo) for item in data]
             return Response({"results": results}, status=status.HTTP_200_OK)
         outcome = submit_one(user=request.user, data=data)
         return Response(outcome, status=outcome["status"])

@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid as uuid_module
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -98,6 +98,35 @@ class RecordConflict(Exception):
         )
         self.record = record
         self.submitted_sha256 = submitted_sha256
+
+
+@dataclass
+class BatchMemo:
+    """What the records of one batch from one sender share, looked up once per batch.
+
+    ``existing`` holds the stored records among the batch's UUIDs (looked up in one query
+    before the batch); tasks, team membership and targets are read once each; ``captured``
+    carries each target's running count from record to record. A manager's change committed
+    while a batch is being stored counts from the next batch on, as if it had arrived just
+    after this one; the unique constraint still decides every race on a UUID.
+    """
+
+    existing: dict[uuid_module.UUID, FieldRecord] | None = None
+    tasks: dict[int, CollectionTask | None] = field(default_factory=dict)
+    members: dict[int, bool] = field(default_factory=dict)
+    targets: dict[tuple[int, int], CaptureTarget | None] = field(default_factory=dict)
+    captured: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)
+
+    @classmethod
+    def for_batch(cls, *, organization_id: int, uuids: list[Any]) -> BatchMemo:
+        valid = []
+        for value in uuids:
+            try:
+                valid.append(uuid_module.UUID(str(value)))
+            except ValueError:
+                continue
+        stored = FieldRecord.objects.filter(organization_id=organization_id, uuid__in=valid)
+        return cls(existing={r.uuid: r for r in stored})
 
 
 @dataclass(frozen=True)
@@ -246,6 +275,7 @@ def field_record_submit(
     client_created_at: Any,
     task_version_seen: Any,
     photo: UploadedFile | None = None,
+    memo: BatchMemo | None = None,
 ) -> tuple[FieldRecord, bool]:
     """Store one tablet record exactly once and return it with whether this call created it.
 
@@ -277,15 +307,23 @@ def field_record_submit(
     sha256 = clean.sha256
     org_id = membership.organization_id
 
-    existing = FieldRecord.objects.filter(organization_id=org_id, uuid=record_uuid).first()
+    if memo is not None and memo.existing is not None:
+        existing = memo.existing.get(record_uuid)
+    else:
+        existing = FieldRecord.objects.filter(organization_id=org_id, uuid=record_uuid).first()
     if existing is not None:
         return _replay(existing, sha256)
 
-    task = (
-        CollectionTask.objects.filter(round__campaign__organization_id=org_id, pk=clean.task_id)
-        .select_related("round__campaign", "round__dataset")
-        .first()
-    )
+    if memo is not None and clean.task_id in memo.tasks:
+        task = memo.tasks[clean.task_id]
+    else:
+        task = (
+            CollectionTask.objects.filter(round__campaign__organization_id=org_id, pk=clean.task_id)
+            .select_related("round__campaign", "round__dataset")
+            .first()
+        )
+        if memo is not None:
+            memo.tasks[clean.task_id] = task
     if task is None:
         raise FieldTaskNotFound(f"Task {clean.task_id} does not exist in your organization.")
 
@@ -307,7 +345,9 @@ def field_record_submit(
             # Another request with this UUID committed first: answer as its replay.
             winner = FieldRecord.objects.get(organization_id=org_id, uuid=record_uuid)
             return _replay(winner, sha256)
-        _apply(record=record, task=task, user=user, role=membership.role, photo=photo)
+        _apply(record=record, task=task, user=user, role=membership.role, photo=photo, memo=memo)
+    if memo is not None and memo.existing is not None:
+        memo.existing[record_uuid] = record
     return record, True
 
 
@@ -326,28 +366,44 @@ def _photo_facts(photo: UploadedFile | None) -> dict[str, Any]:
     return {"sha256": digest.hexdigest(), "size": photo.size or 0, "content_type": content_type}
 
 
-def _staleness(*, record: FieldRecord, task: CollectionTask, user: Any, role: str) -> str:
+def _staleness(
+    *, record: FieldRecord, task: CollectionTask, user: Any, role: str, memo: BatchMemo | None
+) -> str:
     if task.status == CollectionTask.Status.CANCELLED:
         return FieldRecord.StaleReason.CANCELLED
-    if role == Role.FIELD and not (
-        task.team_id
-        and FieldTeam.members.through.objects.filter(
-            fieldteam_id=task.team_id, user_id=user.pk
-        ).exists()
-    ):
+    if role == Role.FIELD and not (task.team_id and _is_member(task.team_id, user, memo)):
         return FieldRecord.StaleReason.REASSIGNED
     if task.version > record.task_version_seen:
         return FieldRecord.StaleReason.CHANGED
     return FieldRecord.StaleReason.NONE
 
 
-def _apply(*, record: FieldRecord, task: CollectionTask, user: Any, role: str, photo: Any) -> None:
+def _is_member(team_id: int, user: Any, memo: BatchMemo | None) -> bool:
+    if memo is not None and team_id in memo.members:
+        return memo.members[team_id]
+    member = FieldTeam.members.through.objects.filter(
+        fieldteam_id=team_id, user_id=user.pk
+    ).exists()
+    if memo is not None:
+        memo.members[team_id] = member
+    return member
+
+
+def _apply(
+    *,
+    record: FieldRecord,
+    task: CollectionTask,
+    user: Any,
+    role: str,
+    photo: Any,
+    memo: BatchMemo | None = None,
+) -> None:
     """Carry out what a newly stored record means and keep the answer in ``record.result``."""
-    reason = _staleness(record=record, task=task, user=user, role=role)
+    reason = _staleness(record=record, task=task, user=user, role=role, memo=memo)
     payload = record.payload
     result: dict[str, Any] = {}
     if record.kind == FieldRecord.Kind.CAPTURE:
-        target = _task_target(task=task, target_id=payload.get("target"))
+        target = _task_target(task=task, target_id=payload.get("target"), memo=memo)
         if payload.get("target") and target is None:
             # Kept against the round's target when the manager took it off the task.
             target = CaptureTarget.objects.filter(
@@ -360,9 +416,15 @@ def _apply(*, record: FieldRecord, task: CollectionTask, user: Any, role: str, p
         result = {"episode": episode.pk, "target": target.pk if target else None}
         if target is not None and not payload.get("calibration"):
             # This record is not saved yet: the others' total plus this one.
-            captured = _captured(task_id=task.pk, target_id=target.pk)
+            key = (task.pk, target.pk)
+            if memo is not None and key in memo.captured:
+                captured = dict(memo.captured[key])
+            else:
+                captured = _captured(task_id=task.pk, target_id=target.pk)
             if payload["outcome"] in captured:
                 captured[payload["outcome"]] += episode.episode_count
+            if memo is not None:
+                memo.captured[key] = dict(captured)
             result["captured"] = captured
     elif record.kind == FieldRecord.Kind.STEP_DONE:
         step = ProtocolStep.objects.filter(task=task, pk=payload["step"]).first()
@@ -393,10 +455,17 @@ def _apply(*, record: FieldRecord, task: CollectionTask, user: Any, role: str, p
     )
 
 
-def _task_target(*, task: CollectionTask, target_id: int | None) -> CaptureTarget | None:
+def _task_target(
+    *, task: CollectionTask, target_id: int | None, memo: BatchMemo | None = None
+) -> CaptureTarget | None:
     if not target_id:
         return None
-    return CaptureTarget.objects.filter(task_targets__task=task, pk=target_id).first()
+    if memo is not None and (task.pk, target_id) in memo.targets:
+        return memo.targets[(task.pk, target_id)]
+    target = CaptureTarget.objects.filter(task_targets__task=task, pk=target_id).first()
+    if memo is not None:
+        memo.targets[(task.pk, target_id)] = target
+    return target
 
 
 def _episode_create(
@@ -474,4 +543,9 @@ def _status_move(
             obj=task,
             changes={"status": [task.status, to_status], "record": str(record.uuid)},
         )
+    if current is not None:
+        # Later records of the same batch see the status as it now is.
+        task.status = current
+        if "blocked_reason" in fields and moved:
+            task.blocked_reason = fields["blocked_reason"]
     return {"applied": bool(moved), "task_status": current}

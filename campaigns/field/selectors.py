@@ -11,12 +11,12 @@ from collections import defaultdict
 from datetime import date, timedelta
 from typing import Any
 
+from django.db import connection
 from django.db.models import (
     Count,
     Exists,
     IntegerField,
     Max,
-    Min,
     OuterRef,
     Prefetch,
     Q,
@@ -164,15 +164,35 @@ def field_sync(*, user: Any, organization_id: int, today: date | None = None) ->
         v.pk: v for v in ConditionValue.objects.filter(pk__in=value_ids).select_related("dimension")
     }
     captured = captured_by_task_target(task_ids=task_ids)
+    # Per task in one pass over its records (raw SQL: this runs on every tablet sync):
+    # steps done, when work started and finished, and how many records are stale.
     done_steps: dict[int, set[int]] = defaultdict(set)
-    for task_id, step_id in (
-        FieldRecord.objects.filter(
-            task_id__in=task_ids, kind=FieldRecord.Kind.STEP_DONE, step__isnull=False
+    times: dict[int, Any] = {}
+    stale: dict[int, int] = {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT task_id,
+                   array_agg(DISTINCT step_id) FILTER (WHERE kind = %s AND step_id IS NOT NULL),
+                   MIN(client_created_at) FILTER (WHERE kind = %s),
+                   MAX(client_created_at) FILTER (WHERE kind = %s),
+                   COUNT(*) FILTER (WHERE stale)
+            FROM campaigns_fieldrecord
+            WHERE task_id = ANY(%s)
+            GROUP BY task_id
+            """,
+            [
+                FieldRecord.Kind.STEP_DONE,
+                FieldRecord.Kind.START,
+                FieldRecord.Kind.FINISH,
+                task_ids,
+            ],
         )
-        .values_list("task_id", "step_id")
-        .distinct()
-    ):
-        done_steps[task_id].add(step_id)
+        for task_id, steps, started_at, finished_at, n_stale in cursor.fetchall():
+            done_steps[task_id].update(steps or ())
+            times[task_id] = {"started_at": started_at, "finished_at": finished_at}
+            if n_stale:
+                stale[task_id] = n_stale
     calibrations: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for record in (
         FieldRecord.objects.filter(CAPTURED, task_id__in=task_ids, payload__calibration=True)
@@ -184,16 +204,6 @@ def field_sync(*, user: Any, organization_id: int, today: date | None = None) ->
         calibrations[record.task_id].append(
             {"uuid": str(record.uuid), "status": verdict, "detail": detail}
         )
-    times: dict[int, Any] = {
-        row["task_id"]: row
-        for row in FieldRecord.objects.filter(task_id__in=task_ids)
-        .values("task_id")
-        .annotate(
-            started_at=Min("client_created_at", filter=Q(kind=FieldRecord.Kind.START)),
-            finished_at=Max("client_created_at", filter=Q(kind=FieldRecord.Kind.FINISH)),
-        )
-        .order_by()
-    }
     notes: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for note in (
         FieldRecord.objects.filter(task_id__in=task_ids, kind=FieldRecord.Kind.NOTE)
@@ -210,13 +220,6 @@ def field_sync(*, user: Any, organization_id: int, today: date | None = None) ->
                 "at": note.client_created_at,
             }
         )
-    stale = {
-        row["task_id"]: row["n"]
-        for row in FieldRecord.objects.filter(task_id__in=task_ids, stale=True)
-        .values("task_id")
-        .annotate(n=Count("id"))
-        .order_by()
-    }
     payload_tasks = []
     for t in tasks:
         windows = list(t.site.access_windows.all())
