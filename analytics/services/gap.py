@@ -90,9 +90,18 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
     params = {**DEFAULT_PARAMS, **(report.params or {})}
     # The domain classifier is CPU work on a small sample; run it in a thread while
     # PostgreSQL aggregates the inventory, so the report costs little more than the GROUP BY.
-    samples = feature_samples(campaign=campaign)
+    # Outside a transaction the thread reads its samples on its own connection, off the
+    # critical path; inside one (tests, callers' transactions) they are read here, on the
+    # connection that sees the caller's rows.
+    own_connection = not connection.in_atomic_block
+    samples = None if own_connection else feature_samples(campaign=campaign)
     shift_box: dict[str, Any] = {}
-    shift_thread = threading.Thread(target=_domain_shift, args=(samples, shift_box), daemon=True)
+    shift_thread = threading.Thread(
+        target=_domain_shift,
+        args=(samples, shift_box),
+        kwargs={"campaign": campaign if own_connection else None},
+        daemon=True,
+    )
     shift_thread.start()
     try:
         inputs = campaign_inputs(campaign=campaign, slugs=report.dimension_slugs or None)
@@ -162,9 +171,14 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
     return report
 
 
-def _domain_shift(samples: Any, box: dict[str, Any]) -> None:
+def _domain_shift(samples: Any, box: dict[str, Any], campaign: Campaign | None = None) -> None:
     started = time.perf_counter()
     try:
+        if campaign is not None:
+            try:
+                samples = feature_samples(campaign=campaign)
+            finally:
+                connection.close()  # this thread's own connection
         if samples is not None:
             names, x_train, x_target = samples
             # One BLAS/OpenMP thread: workers run several jobs per machine, and
