@@ -99,6 +99,49 @@ def prepare() -> dict[str, object]:
     }
 
 
+def _processes() -> dict[int, tuple[int, str, float]]:
+    """Every process: pid → (parent pid, name, CPU seconds so far). Linux /proc only."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        table[int(stat.parent.name)] = (
+            int(fields[1]),
+            name,
+            (int(fields[11]) + int(fields[12])) / tick,
+        )
+    return table
+
+
+def cpu_split(server_pid: int) -> dict[str, float]:
+    """CPU seconds used so far by the server's process tree, PostgreSQL and this process."""
+    if not Path("/proc/self/stat").exists():
+        return {}
+    table = _processes()
+
+    def in_tree(pid: int) -> bool:
+        while pid > 1:
+            if pid == server_pid:
+                return True
+            pid = table.get(pid, (0, "", 0.0))[0]
+        return False
+
+    split = {"server": 0.0, "postgres": 0.0, "load generator": 0.0}
+    for pid, (_, name, seconds) in table.items():
+        if in_tree(pid):
+            split["server"] += seconds
+        elif name.startswith("postgres"):
+            split["postgres"] += seconds
+        elif pid == os.getpid():
+            split["load generator"] += seconds
+    return split
+
+
 def start_server() -> subprocess.Popen[bytes]:
     env = dict(
         os.environ,
@@ -122,9 +165,9 @@ def start_server() -> subprocess.Popen[bytes]:
             "--bind",
             f"127.0.0.1:{PORT}",
             "--workers",
-            os.environ.get("LOAD_WORKERS", "4"),
+            os.environ.get("LOAD_WORKERS", "8"),
             "--threads",
-            os.environ.get("LOAD_THREADS", "8"),
+            os.environ.get("LOAD_THREADS", "2"),
             "--worker-class",
             "gthread",
             "--log-level",
@@ -196,7 +239,9 @@ class Client:
             raise SystemExit(f"login as {username} failed ({status})")
 
 
-def run(seconds: float, dashboards: int, tablets: int, ctx: dict[str, object]) -> dict[str, object]:
+def run(
+    seconds: float, dashboards: int, tablets: int, ctx: dict[str, object], server_pid: int = 0
+) -> dict[str, object]:
     samples: dict[str, list[float]] = {
         "dashboard": [],
         "gap": [],
@@ -217,6 +262,7 @@ def run(seconds: float, dashboards: int, tablets: int, ctx: dict[str, object]) -
         client = Client()
         client.login("field")
         tablet_clients.append(client)
+    cpu_before = cpu_split(server_pid)
     stop = time.monotonic() + seconds
 
     def timed(
@@ -286,7 +332,9 @@ def run(seconds: float, dashboards: int, tablets: int, ctx: dict[str, object]) -
         time.sleep(0.02)
     for t in threads:
         t.join()
-    return {"samples": samples, "errors": errors, "accepted": accepted}
+    cpu_after = cpu_split(server_pid)
+    cpu = {k: cpu_after[k] - cpu_before.get(k, 0.0) for k in cpu_after}
+    return {"samples": samples, "errors": errors, "accepted": accepted, "cpu": cpu}
 
 
 def pct(values: list[float], q: float) -> float:
@@ -305,7 +353,7 @@ def main() -> None:
     ctx = prepare()
     server = start_server()
     try:
-        result = run(args.seconds, args.dashboards, args.tablets, ctx)
+        result = run(args.seconds, args.dashboards, args.tablets, ctx, server.pid)
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
@@ -313,7 +361,7 @@ def main() -> None:
     everything = [x for v in samples.values() for x in v]
     print(
         f"{args.dashboards} dashboard users + {args.tablets} tablets for {args.seconds:.0f} s, "
-        f"gunicorn {os.environ.get('LOAD_WORKERS', '4')}x{os.environ.get('LOAD_THREADS', '8')} threads on loopback"
+        f"gunicorn {os.environ.get('LOAD_WORKERS', '8')}x{os.environ.get('LOAD_THREADS', '2')} threads on loopback"
     )
     for kind, values in samples.items():
         if values:
@@ -325,6 +373,14 @@ def main() -> None:
         f"  all           {len(everything):>6} requests  p50 {pct(everything, 0.5) * 1000:6.0f} ms  "
         f"p95 {pct(everything, 0.95) * 1000:6.0f} ms  ({len(everything) / args.seconds:.0f} req/s)"
     )
+    cpu: dict[str, float] = result["cpu"]  # type: ignore[assignment]
+    if cpu:
+        # PostgreSQL backends that exited during the run are not counted: approximate.
+        available = (os.cpu_count() or 1) * args.seconds
+        print(
+            f"  CPU over the run ({available:.0f} core-seconds available): "
+            + ", ".join(f"{k} {v:.0f} s ({v / available:.0%})" for k, v in cpu.items())
+        )
     errors: list[str] = result["errors"]  # type: ignore[assignment]
     print(f"  errors: {len(errors)}" + (f" (first: {errors[0]})" if errors else ""))
     from campaigns.models import FieldRecord
