@@ -41,7 +41,6 @@ def _keep_test_connection():
 @schema.parametrize()
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 def test_no_operation_errors_or_breaks_its_schema(case, world_a, settings):
-    settings.MEDIA_ROOT = settings.DATA_DIR / "test-media"
     token, _ = Token.objects.get_or_create(user=world_a.manager)
 
     case.call_and_validate(

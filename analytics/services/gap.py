@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import threading
 import time
 from typing import Any
 
@@ -14,7 +13,13 @@ from django.utils import timezone
 from accounts.services import JobContext, audit_record, job_create, job_running
 from analytics.gap import Dimension, GapInputs, compute_gap, domain_classifier_auc, top_gaps
 from analytics.models import GapCell, GapReport
-from analytics.services.gap_inputs import UNKNOWN, CampaignInputs, campaign_inputs, feature_samples
+from analytics.services.gap_inputs import (
+    UNKNOWN,
+    Beside,
+    CampaignInputs,
+    campaign_inputs,
+    feature_samples,
+)
 from campaigns.models import Campaign
 
 DEFAULT_PARAMS: dict[str, Any] = {
@@ -88,25 +93,13 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
     t0 = time.perf_counter()
     campaign = report.campaign
     params = {**DEFAULT_PARAMS, **(report.params or {})}
-    # The domain classifier is CPU work on a small sample; run it in a thread while
-    # PostgreSQL aggregates the inventory, so the report costs little more than the GROUP BY.
-    # Outside a transaction the thread reads its samples on its own connection, off the
-    # critical path; inside one (tests, callers' transactions) they are read here, on the
-    # connection that sees the caller's rows.
-    own_connection = not connection.in_atomic_block
-    samples = None if own_connection else feature_samples(campaign=campaign)
-    shift_box: dict[str, Any] = {}
-    shift_thread = threading.Thread(
-        target=_domain_shift,
-        args=(samples, shift_box),
-        kwargs={"campaign": campaign if own_connection else None},
-        daemon=True,
-    )
-    shift_thread.start()
+    # The domain classifier (its samples and its CPU work) runs beside the coverage
+    # aggregation, so the report costs little more than the GROUP BY.
+    shift_job = Beside(lambda: _domain_shift(feature_samples(campaign=campaign))).start()
     try:
         inputs = campaign_inputs(campaign=campaign, slugs=report.dimension_slugs or None)
     except ValueError as exc:
-        shift_thread.join()
+        shift_job.wait()
         raise GapReportFailed(str(exc)) from exc
     timings["inputs"] = time.perf_counter() - t0
     if ctx:
@@ -150,12 +143,9 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
         ctx.progress(2, 4, "Cells scored", force=True)
 
     t2 = time.perf_counter()
-    shift_thread.join()
-    if "error" in shift_box:
-        raise shift_box["error"]
-    shift = shift_box.get("shift")
+    shift = shift_job.result()
     timings["domain_shift_wait"] = time.perf_counter() - t2
-    timings["domain_shift"] = shift_box.get("seconds", 0.0)
+    timings["domain_shift"] = shift_job.seconds
     if ctx:
         ctx.progress(3, 4, "Domain shift measured", force=True)
 
@@ -171,32 +161,23 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
     return report
 
 
-def _domain_shift(samples: Any, box: dict[str, Any], campaign: Campaign | None = None) -> None:
-    started = time.perf_counter()
-    try:
-        if campaign is not None:
-            try:
-                samples = feature_samples(campaign=campaign)
-            finally:
-                connection.close()  # this thread's own connection
-        if samples is not None:
-            names, x_train, x_target = samples
-            # One BLAS/OpenMP thread: workers run several jobs per machine, and
-            # oversubscribed threads made this ten times slower under load.
-            # threadpoolctl limits only libraries already loaded: load scikit-learn's OpenMP first.
-            import sklearn.ensemble  # noqa: F401
-            from threadpoolctl import threadpool_limits
+def _domain_shift(samples: Any) -> Any:
+    if samples is None:
+        return None
+    names, x_train, x_target = samples
+    # One BLAS/OpenMP thread: workers run several jobs per machine, and oversubscribed
+    # threads made this ten times slower under load. threadpoolctl limits only libraries
+    # already loaded: load scikit-learn's OpenMP first.
+    import sklearn.ensemble  # noqa: F401
+    from threadpoolctl import threadpool_limits
 
-            # Standardised logistic regression: it finds shifts in level (light, camera offset),
-            # which is what a capture plan can act on, at a tenth of boosting's cost, so the
-            # report stays close to the cost of its GROUP BY.
-            with threadpool_limits(1):
-                box["shift"] = domain_classifier_auc(
-                    x_train, x_target, names, seed=0, folds=5, max_rows=2000, model="logistic"
-                )
-    except Exception as exc:  # re-raised in the calling thread
-        box["error"] = exc
-    box["seconds"] = time.perf_counter() - started
+    # Standardised logistic regression: it finds shifts in level (light, camera offset),
+    # which is what a capture plan can act on, at a tenth of boosting's cost, so the report
+    # stays close to the cost of its GROUP BY.
+    with threadpool_limits(1):
+        return domain_classifier_auc(
+            x_train, x_target, names, seed=0, folds=5, max_rows=2000, model="logistic"
+        )
 
 
 def _dimensions(inputs: CampaignInputs) -> list[Dimension]:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -228,44 +230,57 @@ TRAINING_SQL = """
 """
 
 
-class _TrainingCoverage:
-    """Training coverage: one GROUP BY over the episode table (index-only on the covering index).
+class Beside:
+    """Run ``work`` while the caller goes on, and hand back its result (or its exception).
 
-    Outside a transaction it runs on its own connection in a thread, so PostgreSQL aggregates
-    the inventory while this process builds the targets; inside one (a test, or a caller's
-    transaction) it runs inline, on the connection that can see the caller's rows.
+    Outside a transaction it runs in a thread on its own database connection (closed when
+    done), so PostgreSQL and the caller work at once; inside one (a test, or a caller's
+    transaction) it runs inline at ``start``, on the connection that sees the caller's rows.
+    ``seconds`` is how long the work took.
     """
 
-    def __init__(self, campaign: Campaign) -> None:
-        self.params = [campaign.organization_id, campaign.task_id]
-        self.rows: list[tuple[Any, ...]] = []
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self.work = work
+        self.value: Any = None
         self.error: BaseException | None = None
+        self.seconds = 0.0
         self.thread: threading.Thread | None = None
 
     def _run(self, close: bool) -> None:
+        started = time.perf_counter()
         try:
-            with connection.cursor() as cursor:
-                cursor.execute(TRAINING_SQL, self.params)
-                self.rows = cursor.fetchall()
+            self.value = self.work()
         except BaseException as exc:  # re-raised by result()
             self.error = exc
         finally:
+            self.seconds = time.perf_counter() - started
             if close:
                 connection.close()
 
-    def start(self) -> None:
+    def start(self) -> Beside:
         if connection.in_atomic_block:
             self._run(close=False)
         else:
             self.thread = threading.Thread(target=self._run, args=(True,), daemon=True)
             self.thread.start()
+        return self
 
-    def result(self) -> list[tuple[Any, ...]]:
+    def wait(self) -> None:
         if self.thread is not None:
             self.thread.join()
+
+    def result(self) -> Any:
+        self.wait()
         if self.error is not None:
             raise self.error
-        return self.rows
+        return self.value
+
+
+def _training_rows(organization_id: int, task_id: int | None) -> list[tuple[Any, ...]]:
+    """Training coverage: one GROUP BY over the episode table (index-only on the covering index)."""
+    with connection.cursor() as cursor:
+        cursor.execute(TRAINING_SQL, [organization_id, task_id])
+        return cursor.fetchall()
 
 
 def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> CampaignInputs:
@@ -275,8 +290,8 @@ def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> Ca
     if not deployments:
         raise ValueError(f"campaign {campaign.slug!r} has no target deployments")
     embodiment_ids = list(campaign.embodiments.values_list("pk", flat=True))
-    coverage = _TrainingCoverage(campaign)
-    coverage.start()
+    # PostgreSQL aggregates the inventory while this process builds the targets.
+    coverage = Beside(lambda: _training_rows(campaign.organization_id, campaign.task_id)).start()
     targets = [deployment_target(deployment=d, space=space) for d in deployments]
     cycles = np.array([d.cycles_per_day for d in deployments], dtype=float)
     weights = (

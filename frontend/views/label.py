@@ -96,26 +96,14 @@ class DatasetJobCreate(MemberView, View):
     def post(self, request: HttpRequest, pk: int) -> HttpResponseRedirect:
         dataset = get_object_or_404(Dataset.objects.visible_to(request.user), pk=pk)
         try:
-            job = label_job_create(
-                dataset=dataset,
-                actor=request.user,
-                overlap_share=_share(request.POST.get("overlap_share"), 0.2),
-                gold_share=_share(request.POST.get("gold_share"), 0.1),
-            )
+            # The job's defaults; its page changes overlap and gold shares afterwards.
+            job = label_job_create(dataset=dataset, actor=request.user)
         except LabelingError as exc:
             messages.error(request, str(exc))
             existing = LabelJob.objects.filter(dataset=dataset).first()
             return redirect("label:job", pk=existing.pk) if existing else redirect("label:queue")
         messages.success(request, f"Label job created for {dataset.name}.")
         return redirect("label:job", pk=job.pk)
-
-
-def _share(raw: str | None, default: float) -> float:
-    try:
-        value = float(raw) if raw not in (None, "") else default
-    except ValueError:
-        return default
-    return value / 100 if value > 1 else value
 
 
 class JobNext(MemberView, View):

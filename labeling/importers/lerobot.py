@@ -66,6 +66,9 @@ OWN_FIELDS = {
     "fieldcraft.sync_status": "sync_status",
     "fieldcraft.label_status": "label_status",
 }
+OWN_KEY = "fieldcraft.key"
+OWN_EPISODE_COUNT = "fieldcraft.episode_count"
+OWN_STORAGE_URI = "fieldcraft.storage_uri"
 OWN_CONDITION_PREFIX = "fieldcraft.conditions."
 OWN_FEATURE_PREFIX = "fieldcraft.features."
 
@@ -445,9 +448,9 @@ def _episode(
     index: int, length: int, tasks: list[str], storage_uri: str, row: dict[str, Any]
 ) -> Episode:
     extras = _scalar_extras(row)
-    key = extras.pop("fieldcraft.key", None)
-    count = _whole(extras.pop("fieldcraft.episode_count", None))
-    uri = extras.pop("fieldcraft.storage_uri", None)
+    key = extras.pop(OWN_KEY, None)
+    count = _whole(extras.pop(OWN_EPISODE_COUNT, None))
+    uri = extras.pop(OWN_STORAGE_URI, None)
     return Episode(
         index=index,
         length=length,

@@ -97,10 +97,6 @@ def percent_agreement(ratings: Sequence[Sequence[Label]]) -> float | None:
     return sum(1 for r in ratings if len(set(r)) == 1) / len(ratings)
 
 
-def unanimous(labels: Sequence[Label]) -> bool:
-    return len(set(labels)) <= 1
-
-
 # --- per label over a job's ratings -------------------------------------------------------
 
 

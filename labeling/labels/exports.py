@@ -48,6 +48,14 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from accounts.services import JobFailed, job_create, job_enqueue, job_running, job_set_result
+from labeling.importers.lerobot import (
+    OWN_CONDITION_PREFIX,
+    OWN_EPISODE_COUNT,
+    OWN_FEATURE_PREFIX,
+    OWN_FIELDS,
+    OWN_KEY,
+    OWN_STORAGE_URI,
+)
 from labeling.labels.selectors import Eligibility, export_eligibility
 from labeling.models import Dataset, DatasetExport, Episode
 from sites.models import ConditionDimension, ConditionValue, Embodiment
@@ -56,7 +64,6 @@ FORMATS = tuple(DatasetExport.Format.values)
 LEROBOT = {DatasetExport.Format.LEROBOT_V3: "v3.0", DatasetExport.Format.LEROBOT_V21: "v2.1"}
 TASK_NAME = "labeling.tasks.dataset_export"
 CHUNK = 5000
-OWN = "fieldcraft."
 
 Progress = Callable[[int, int | None, str], None]
 
@@ -183,34 +190,28 @@ def export_rows(*, dataset: Dataset, single_episodes_only: bool) -> Iterator[Exp
 def _own_fields(
     row: ExportRow, dimensions: list[ConditionDimension], features: list[str]
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {f"{OWN}{name}": getattr(row, name) for name in OWN_SCALARS}
+    out: dict[str, Any] = {column: getattr(row, name) for column, name in OWN_SCALARS.items()}
     for dim in dimensions:
-        out[f"{OWN}conditions.{dim.slug}"] = row.conditions.get(dim.slug)
+        out[f"{OWN_CONDITION_PREFIX}{dim.slug}"] = row.conditions.get(dim.slug)
     for name in features:
-        out[f"{OWN}features.{name}"] = row.features.get(name)
+        out[f"{OWN_FEATURE_PREFIX}{name}"] = row.features.get(name)
     return out
 
 
-OWN_SCALARS = [
-    "key",
-    "episode_count",
-    "duration_s",
-    "outcome",
-    "failure_mode",
-    "site",
-    "embodiment",
-    "storage_uri",
-    "recorded_at",
-    "sync_status",
-    "label_status",
-]
+# Column → export row attribute: the names the LeRobot importer reads back (one list).
+OWN_SCALARS = {
+    OWN_KEY: "key",
+    OWN_EPISODE_COUNT: "episode_count",
+    OWN_STORAGE_URI: "storage_uri",
+    **OWN_FIELDS,
+}
 
 
 def _own_columns(dimensions: list[ConditionDimension], features: list[str]) -> list[str]:
     return (
-        [f"{OWN}{name}" for name in OWN_SCALARS]
-        + [f"{OWN}conditions.{d.slug}" for d in dimensions]
-        + [f"{OWN}features.{name}" for name in features]
+        list(OWN_SCALARS)
+        + [f"{OWN_CONDITION_PREFIX}{d.slug}" for d in dimensions]
+        + [f"{OWN_FEATURE_PREFIX}{name}" for name in features]
     )
 
 
@@ -364,7 +365,7 @@ def _tasks_parquet(path: Path, tasks: list[str]) -> None:
 def _episodes_schema(own_columns: list[str], feature_columns: set[str]) -> Any:
     import pyarrow as pa
 
-    ints = {f"{OWN}episode_count"}
+    ints = {OWN_EPISODE_COUNT}
     fields = [
         ("episode_index", pa.int64()),
         ("tasks", pa.list_(pa.string())),
@@ -379,7 +380,7 @@ def _episodes_schema(own_columns: list[str], feature_columns: set[str]) -> Any:
     for name in own_columns:
         if name in ints:
             fields.append((name, pa.int64()))
-        elif name == f"{OWN}duration_s" or name in feature_columns:
+        elif OWN_FIELDS.get(name) == "duration_s" or name in feature_columns:
             fields.append((name, pa.float64()))
         else:
             fields.append((name, pa.string()))
@@ -463,7 +464,7 @@ def _write_lerobot(
     )
     meta = outdir / "meta"
     own_columns = _own_columns(dimensions, features)
-    schema = _episodes_schema(own_columns, {f"{OWN}features.{name}" for name in features})
+    schema = _episodes_schema(own_columns, {f"{OWN_FEATURE_PREFIX}{name}" for name in features})
     sink = _EpisodeSink(meta, version, schema)
     frames_so_far = 0
     try:

@@ -12,11 +12,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
-from statistics import median
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Aggregate, Count, F, FloatField, Q, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
@@ -372,13 +371,28 @@ def job_progress(*, job: LabelJob) -> JobProgress:
     return JobProgress(annotations=annotations, **row)
 
 
+class _Median(Aggregate):
+    """The median (interpolated, as statistics.median), computed in PostgreSQL."""
+
+    function = "percentile_cont"
+    template = "%(function)s(0.5) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+
 def job_ratings(
     *, job: LabelJob, schema: LabelSchema
 ) -> tuple[list[Rating], dict[int, dict[str, Label]], set[int]]:
-    """Every annotation of the job as a Rating (oldest first), the gold labels by episode,
-    and which episodes are gold."""
+    """The annotations that agreement and gold accuracy can use, as Ratings (oldest first):
+    those on episodes several annotators label or with gold labels (single-labelled
+    episodes never pair up, so a job's bulk is left in the database); the gold labels by
+    episode, and which episodes are gold items."""
     rows = (
         Annotation.objects.filter(assignment__job=job)
+        .filter(
+            Q(assignment__item__required__gt=1)
+            | Q(assignment__item__is_gold=True)
+            | Q(episode__gold_label__isnull=False)
+        )
         .order_by("id")
         .values_list(
             "episode_id",
@@ -460,15 +474,15 @@ def job_stats(*, job: LabelJob, days: int = 7) -> JobStats:
             people[d["annotator_id"]].per_day[d["day"]] = d["n"]
         per_day[d["day"]] += d["n"]
 
-    seconds: dict[int, list[float]] = defaultdict(list)
-    for annotator_id, spent in Annotation.objects.filter(
-        assignment__job=job, seconds_spent__isnull=False
-    ).values_list("annotator_id", "seconds_spent"):
-        if spent is not None:
-            seconds[annotator_id].append(spent)
-    for user_id, values in seconds.items():
-        if user_id in people:
-            people[user_id].median_seconds = median(values)
+    for annotator_id, middle in (
+        Annotation.objects.filter(assignment__job=job, seconds_spent__isnull=False)
+        .values("annotator_id")
+        .annotate(middle=_Median("seconds_spent"))
+        .values_list("annotator_id", "middle")
+        .order_by()
+    ):
+        if annotator_id in people:
+            people[annotator_id].median_seconds = middle
 
     ratings, gold, gold_items = job_ratings(job=job, schema=schema)
     plain = [r for r in ratings if r.item not in gold_items]

@@ -20,9 +20,12 @@ def test_admin_changelist_opens_and_hides_other_organizations(model, world_a, wo
     url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
     response = client_for(world_a.manager).get(url)
 
-    assert response.status_code in (200, 403), url
-    if response.status_code == 200 and model is not Organization:
-        assert "qzbravo" not in response.content.decode().lower()
+    if model is Organization:
+        # Tenants themselves are managed by superusers only: they list every organization.
+        assert response.status_code == 403, url
+        return
+    assert response.status_code == 200, url
+    assert "qzbravo" not in response.content.decode().lower()
 
 
 @pytest.mark.parametrize(
@@ -34,7 +37,8 @@ def test_admin_change_page_of_another_organizations_object_is_not_found(
     obj = getattr(world_b, name)
     url = reverse(f"admin:{obj._meta.app_label}_{obj._meta.model_name}_change", args=[obj.pk])
 
-    response = client_for(world_a.manager).get(url, follow=True)
+    response = client_for(world_a.manager).get(url)
 
-    assert response.status_code in (404, 200)
-    assert "qzbravo" not in response.content.decode().lower().replace("doesn’t exist", "")
+    # What the admin does for an object outside its queryset: back to the index, nothing shown.
+    assert response.status_code == 302
+    assert response.url == reverse("admin:index")

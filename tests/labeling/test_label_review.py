@@ -283,3 +283,26 @@ def test_job_stats_report_throughput_agreement_and_exclusions(media, world_a, se
     reasons = {r.reason: r.rows for r in stats.eligibility.reasons}
     assert reasons == {"in_review": 1}
     assert stats.eligibility.rows == 3
+
+
+def test_job_stats_median_seconds_is_the_interpolated_median_per_annotator(media, world_a, second):
+    from statistics import median
+
+    from labeling.models import Annotation
+
+    dataset, _ = captured_dataset(world_a, 4)
+    job = label_job_create(dataset=dataset, actor=world_a.manager, dimensions=["lighting"])
+    bright = value(world_a, "lighting", "bright")
+    for _ in range(4):
+        answer(job, world_a.annotator, bright)
+    spent = [50.0, 10.0, 40.0, 25.0]  # median 32.5, mean 31.25
+    mine = Annotation.objects.filter(assignment__job=job, annotator=world_a.annotator).order_by(
+        "id"
+    )
+    for annotation, seconds in zip(mine, spent, strict=True):
+        Annotation.objects.filter(pk=annotation.pk).update(seconds_spent=seconds)
+
+    stats = job_stats(job=job)
+
+    row = next(a for a in stats.annotators if a.user_id == world_a.annotator.pk)
+    assert row.median_seconds == pytest.approx(median(spent)) == pytest.approx(32.5)

@@ -298,7 +298,8 @@
     return h("div", { class: "calibration" },
       rows.length ? h("ul", { class: "plain" }, rows) : h("p", { class: "muted", text: "No calibration episode recorded yet." }),
       h("button", { class: "tap big", type: "button", "data-action": "calibration", text: "Calibration episode recorded",
-        onclick: function () { record(task, "capture", { target: null, outcome: "unknown", failure_mode: null, calibration: true }); } }));
+        onclick: function () { record(task, "capture", { target: null, outcome: "unknown", failure_mode: null, calibration: true }); } }),
+      h("a", { class: "tap", href: config.scope + "tasks/" + task.id + "/captures/", text: "Capture report: recordings and their checks" }));
   }
 
   // Jump to any step: protocols run to hundreds of steps.
