@@ -19,7 +19,7 @@ import csv
 import io
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,7 +28,7 @@ from django.db import DataError, IntegrityError, ProgrammingError, transaction
 from psycopg import errors as pg_errors
 
 from accounts.services import JobCancelled
-from labeling.importers import lerobot
+from labeling.importers import direct, lerobot
 from labeling.importers.errors import ImportFailed, ImportProblem
 from labeling.importers.mapping import MappedColumn, Target, build_mapping, describe_mapping, norm
 from labeling.importers.resolve import Combinations, Resolved, resolve_lookups
@@ -49,6 +49,7 @@ from labeling.importers.writes import (
     create_values,
     dataset_for_import,
     lerobot_embodiment,
+    lock_references,
 )
 from labeling.models import Episode
 from labeling.selectors import dataset_breakdown
@@ -109,6 +110,8 @@ class _Source:
     format_version: str
     fps: float | None = None
     lerobot: lerobot.LeRobotDataset | None = None
+    # Record batches of text columns for the direct load (tabular sources only).
+    batches: Callable[[], Iterator[tuple[Any, int]]] | None = None
 
 
 def run_import(request: ImportRequest, reporter: Reporter) -> dict[str, Any]:
@@ -118,6 +121,14 @@ def run_import(request: ImportRequest, reporter: Reporter) -> dict[str, Any]:
     options = _resolve_options(request, lookup)
     with tempfile.TemporaryDirectory(prefix="fieldcraft-import-") as tmp:
         source = _open_source(request, lookup, Path(tmp))
+        sweep_orphans()
+        why_not = _why_not_direct(request, source)
+        if why_not is None:
+            try:
+                return _run_direct(request, reporter, lookup, options, source, started)
+            except direct.NotDirect as exc:
+                why_not = str(exc)
+            source = _open_source(request, lookup, Path(tmp))
         staging = Staging(
             name=request.staging_name,
             ncols=len(source.header),
@@ -126,9 +137,11 @@ def run_import(request: ImportRequest, reporter: Reporter) -> dict[str, Any]:
             line_label=source.line_label,
         )
         try:
-            return _run(request, reporter, lookup, options, source, staging, started)
+            summary = _run(request, reporter, lookup, options, source, staging, started)
         finally:
             staging.drop()
+        summary["path"] = {"direct": False, "why": why_not}
+        return summary
 
 
 @dataclass
@@ -225,6 +238,7 @@ def _open_source(request: ImportRequest, lookup: ConditionLookup, tmp: Path) -> 
         return _Source(
             header=header,
             chunks=(c.data for c in iter_text_chunks(path, label=label)),
+            batches=lambda: direct.file_batches(path, ncols=len(header), delimiter=delimiter),
             delimiter=delimiter,
             has_header=True,
             file_label=label,
@@ -247,6 +261,9 @@ def _open_source(request: ImportRequest, lookup: ConditionLookup, tmp: Path) -> 
         return _Source(
             header=header,
             chunks=(data for data, _rows in parquet_csv_batches(pf, label=label)),
+            batches=lambda: direct.csv_batches(
+                _positions(parquet_csv_batches(pf, label=label)), ncols=len(header)
+            ),
             delimiter=",",
             has_header=False,
             file_label=label,
@@ -258,6 +275,14 @@ def _open_source(request: ImportRequest, lookup: ConditionLookup, tmp: Path) -> 
             format_version="Parquet",
         )
     raise ImportFailed.one(label, f"unknown format {request.format!r} (lerobot, csv, tsv, parquet)")
+
+
+def _positions(batches: Iterator[tuple[bytes, int]]) -> Iterator[tuple[bytes, int]]:
+    """(CSV bytes, rows read so far) from (CSV bytes, rows in the batch)."""
+    done = 0
+    for data, rows in batches:
+        done += rows
+        yield data, done
 
 
 def _require_columns(
@@ -448,12 +473,7 @@ def _run(
         first = (str(failure).strip().splitlines() or ["invalid value"])[0]
         raise ImportFailed.one(label, f"the episodes could not be stored ({first})") from None
 
-    summary["rows"] = rows
-    summary["episodes"] = checked.episodes
-    summary["frames"] = checked.frames
-    summary["mapping"] = describe_mapping(columns)
-    mapped = {c.index for c in columns}
-    summary["ignored_columns"] = [h for i, h in enumerate(source.header) if i not in mapped][:50]
+    summary = _finish(summary, source, rows, checked.episodes, checked.frames)
     summary["seconds"] = round(time.monotonic() - started, 3)
     phases["upsert"] = summary.pop("upsert_seconds")
     phases["write"] = summary["seconds"] - sum(phases.values())
@@ -462,6 +482,160 @@ def _run(
 
 
 # --- the write phase --------------------------------------------------------------------
+
+
+def _dataset(request: ImportRequest, source: _Source, embodiment: Embodiment | None) -> Any:
+    return dataset_for_import(
+        organization_id=request.organization_id,
+        dataset_name=request.dataset_name,
+        source_name=request.source_name,
+        format_version=source.format_version,
+        header=source.header,
+        columns=source.columns,
+        lerobot_dataset=source.lerobot,
+        embodiment=embodiment,
+    )
+
+
+def _dataset_wide_values(options: _Options, created_values: list[str]) -> dict[int, int]:
+    """The --set values as dimension id -> value id, creating those asked for."""
+    set_ids: dict[int, int] = {}
+    for dim_id, value in options.set_values.items():
+        if isinstance(value, tuple):
+            set_ids[dim_id] = create_value(value[0], value[1])
+            created_values.append(value[1])
+        else:
+            set_ids[dim_id] = value
+    return set_ids
+
+
+def _outcome(
+    *,
+    request: ImportRequest,
+    source: _Source,
+    dataset: Any,
+    inserted: int,
+    updated: int,
+    unchanged: int,
+    removed: int,
+    created: dict[str, Any],
+    warnings: list[str],
+) -> dict[str, Any]:
+    """The summary's description of what the import stored (both paths)."""
+    breakdown = dataset_breakdown(dataset_id=dataset.pk)
+    return {
+        "dataset": {"id": dataset.pk, "name": dataset.name, "slug": dataset.slug},
+        "format": request.format,
+        "format_version": source.format_version,
+        "inserted": inserted,
+        "updated": updated,
+        "unchanged": unchanged,
+        "removed": removed,
+        "info_only": bool(source.lerobot and source.lerobot.info_only),
+        "conditions": [
+            {
+                "dimension": d.name,
+                "values": [{"value": v.label, "episodes": v.episodes} for v in d.values],
+                "not_recorded": d.not_recorded,
+            }
+            for d in breakdown.dimensions
+        ],
+        "sites": [{"site": s.name, "episodes": s.episodes} for s in breakdown.sites],
+        "created": created,
+        "warnings": warnings,
+    }
+
+
+def _finish(
+    summary: dict[str, Any], source: _Source, rows: int, episodes: int, frames: int
+) -> dict[str, Any]:
+    summary["rows"] = rows
+    summary["episodes"] = episodes
+    summary["frames"] = frames
+    summary["mapping"] = describe_mapping(source.columns)
+    mapped = {c.index for c in source.columns}
+    summary["ignored_columns"] = [h for i, h in enumerate(source.header) if i not in mapped][:50]
+    return summary
+
+
+# --- the direct load ----------------------------------------------------------------------
+
+
+def _why_not_direct(request: ImportRequest, source: _Source) -> str | None:
+    if not direct.ENABLED:
+        return "turned off"
+    if source.batches is None:
+        return "a LeRobot dataset is small: the staging path reads it"
+    return direct.ineligible(source.columns)
+
+
+def _run_direct(
+    request: ImportRequest,
+    reporter: Reporter,
+    lookup: ConditionLookup,
+    options: _Options,
+    source: _Source,
+    started: float,
+) -> dict[str, Any]:
+    """The one-pass load into a new dataset (:mod:`labeling.importers.direct`).
+
+    Raises direct.NotDirect (after rolling back) when the staging path must run instead.
+    """
+    assert source.batches is not None
+    reporter.progress(0, source.total_rows, "Writing the episodes", force=True)
+    reporter.extend_lease(60 + (source.total_rows or 1_000_000) * LEASE_SECONDS_PER_ROW)
+    org = request.organization_id
+    with transaction.atomic():
+        created: dict[str, Any] = {}
+        created_values: list[str] = []
+        set_ids = _dataset_wide_values(options, created_values)
+        dataset = _dataset(request, source, options.embodiment)
+        if Episode.objects.filter(dataset=dataset).exists():
+            raise direct.NotDirect("the dataset holds episodes: the staging path updates them")
+        result = direct.load(
+            source=source,
+            organization_id=org,
+            dataset_id=dataset.pk,
+            default_site=options.site.pk if options.site else None,
+            default_embodiment=options.embodiment.pk if options.embodiment else None,
+            set_ids=set_ids,
+            default_fps=source.fps,
+            create_values_asked=request.create_values,
+            lookup=lookup,
+            reporter=reporter,
+        )
+        if result.rows == 0:
+            raise direct.NotDirect("no rows")
+        _check_cancel(reporter)
+        created_values += result.created_values
+        if created_values:
+            created["condition_values"] = sorted(set(created_values))
+        if result.created_tasks:
+            created["tasks"] = result.created_tasks
+        if request.import_id is not None:
+            from labeling.models import InventoryImport
+
+            InventoryImport.objects.filter(pk=request.import_id).update(dataset=dataset)
+        summary = _outcome(
+            request=request,
+            source=source,
+            dataset=dataset,
+            inserted=result.rows,
+            updated=0,
+            unchanged=0,
+            removed=0,
+            created=created,
+            warnings=[],
+        )
+        committing = time.monotonic()
+    summary = _finish(summary, source, result.rows, result.episodes, result.frames)
+    summary["seconds"] = round(time.monotonic() - started, 3)
+    summary["phases"] = {
+        "load": round(result.seconds, 3),
+        "commit": round(time.monotonic() - committing, 3),
+    }
+    summary["path"] = {"direct": True, "why": None}
+    return summary
 
 
 def _check_cancel(reporter: Reporter) -> None:
@@ -487,13 +661,7 @@ def _write(
 
     # Condition values and tasks asked for by the data.
     created_values = create_values(resolved)
-    set_ids: dict[int, int] = {}
-    for dim_id, value in options.set_values.items():
-        if isinstance(value, tuple):
-            set_ids[dim_id] = create_value(value[0], value[1])
-            created_values.append(value[1])
-        else:
-            set_ids[dim_id] = value
+    set_ids = _dataset_wide_values(options, created_values)
     if created_values:
         created["condition_values"] = sorted(set(created_values))
     created_tasks = create_tasks(org, resolved)
@@ -507,22 +675,15 @@ def _write(
             org, source.lerobot, options.embodiment, request.dataset_name, warnings, created
         )
 
-    dataset = dataset_for_import(
-        organization_id=org,
-        dataset_name=request.dataset_name,
-        source_name=request.source_name,
-        format_version=source.format_version,
-        header=source.header,
-        columns=source.columns,
-        lerobot_dataset=source.lerobot,
-        embodiment=embodiment,
-    )
+    dataset = _dataset(request, source, embodiment)
 
     # Condition sets: one per distinct combination; dataset-wide values fill the gaps.
     fixed_cs: int | None = None
+    interned_ids: list[int] = []
     if combos.columns:
         keys = [combos.value_ids(combo, resolved, set_ids) for combo, _n in combinations]
         interned = condition_sets_intern(organization=org, combinations=[k for k in keys if k])
+        interned_ids = list(interned.values())
         staging.load_cmap(
             (
                 (combo, interned.get(key) if key else None)
@@ -554,6 +715,17 @@ def _write(
         duplicates = staging.duplicate_keys(key_column=key_column)
         if duplicates:
             raise ImportFailed(duplicates)
+    by_kind: dict[str, list[int]] = {}
+    for ident in resolved.keys:
+        if ident[0] in ("site", "embodiment", "task", "failure_mode"):
+            by_kind.setdefault(ident[0], []).append(ident[1])
+    lock_references(
+        sites=by_kind.get("site", []) + ([options.site.pk] if options.site else []),
+        embodiments=by_kind.get("embodiment", []) + ([embodiment.pk] if embodiment else []),
+        tasks=by_kind.get("task", []) + [resolved.refs[k] for k in resolved.new_tasks],
+        failure_modes=by_kind.get("failure_mode", []),
+        condition_sets=[*interned_ids, *([fixed_cs] if fixed_cs else [])],
+    )
     upsert_started = time.monotonic()
     changed = staging.upsert(plan)
     upsert_seconds = time.monotonic() - upsert_started
@@ -575,29 +747,19 @@ def _write(
         InventoryImport.objects.filter(pk=request.import_id).update(dataset=dataset)
 
     inserted = after - before
-    breakdown = dataset_breakdown(dataset_id=dataset.pk)
-    return {
-        "dataset": {"id": dataset.pk, "name": dataset.name, "slug": dataset.slug},
-        "format": request.format,
-        "format_version": source.format_version,
-        "inserted": inserted,
-        "updated": changed - inserted,
-        "unchanged": checked.rows - changed,
-        "removed": removed,
-        "info_only": bool(source.lerobot and source.lerobot.info_only),
-        "conditions": [
-            {
-                "dimension": d.name,
-                "values": [{"value": v.label, "episodes": v.episodes} for v in d.values],
-                "not_recorded": d.not_recorded,
-            }
-            for d in breakdown.dimensions
-        ],
-        "sites": [{"site": s.name, "episodes": s.episodes} for s in breakdown.sites],
-        "created": created,
-        "warnings": warnings,
-        "upsert_seconds": round(upsert_seconds, 3),
-    }
+    summary = _outcome(
+        request=request,
+        source=source,
+        dataset=dataset,
+        inserted=inserted,
+        updated=changed - inserted,
+        unchanged=checked.rows - changed,
+        removed=removed,
+        created=created,
+        warnings=warnings,
+    )
+    summary["upsert_seconds"] = round(upsert_seconds, 3)
+    return summary
 
 
 # --- LeRobot embodiments ------------------------------------------------------------------

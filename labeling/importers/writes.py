@@ -6,8 +6,10 @@ later in that transaction undoes all of them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from django.db import connection
 from django.db.models import Max, Q
 from django.utils.text import slugify
 
@@ -259,3 +261,40 @@ def _compare_embodiment(
         warnings.append(
             f"cameras not in embodiment {embodiment.slug}'s rig: {', '.join(missing_cams)}"
         )
+
+
+_REFERENCED = {
+    "sites": "sites_site",
+    "embodiments": "sites_embodiment",
+    "tasks": "sites_task",
+    "failure_modes": "sites_failuremode",
+    "condition_sets": "sites_conditionset",
+}
+
+
+def lock_references(**ids: Iterable[int]) -> None:
+    """Lock the rows episodes are about to reference (``FOR KEY SHARE``), once per row.
+
+    ``labeling_episode`` carries no per-row foreign-key triggers (see the model): this is
+    the check they would make, set-based. Until the import commits, nobody can delete a
+    site, task, embodiment, failure mode or condition set its episodes point at; one that
+    is already gone fails the import. Keywords: sites, embodiments, tasks, failure_modes,
+    condition_sets.
+    """
+    with connection.cursor() as cur:
+        for name, values in ids.items():
+            wanted = sorted({int(v) for v in values if v is not None})
+            if not wanted:
+                continue
+            cur.execute(
+                f"SELECT count(*) FROM (SELECT 1 FROM {_REFERENCED[name]} "
+                "WHERE id = ANY(%s) FOR KEY SHARE) t",
+                [wanted],
+            )
+            found = cur.fetchone()[0]
+            if found != len(wanted):
+                raise ImportFailed.one(
+                    "import",
+                    f"{len(wanted) - found} of the {name.replace('_', ' ')} these episodes "
+                    "reference were deleted while importing; run the import again",
+                )

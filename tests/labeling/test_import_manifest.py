@@ -12,7 +12,7 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from accounts.services import JobContext
-from labeling.importers import sources
+from labeling.importers import direct, sources
 from labeling.models import Dataset, Episode
 from labeling.services import inventory_import_run, inventory_import_start
 from sites.models import ActionDimension, Camera, ConditionSet, ConditionValue, Embodiment, Task
@@ -573,6 +573,7 @@ def test_cancelling_during_staging_writes_nothing_and_ends_cancelled(
     from accounts.models import Job
 
     path = write(tmp_path, "m.csv", "key,count\n" + "".join(f"k{i},1\n" for i in range(300)))
+    monkeypatch.setattr(direct, "ENABLED", False)
     monkeypatch.setattr(sources, "BLOCK_BYTES", 200)
     original = JobContext.progress
     calls = []
@@ -646,9 +647,11 @@ def test_a_long_phase_extends_the_jobs_lease_so_the_reaper_leaves_it_alone(
 
     monkeypatch.setattr(_JobReporter, "extend_lease", spy)
 
-    run(world_a, write(tmp_path, "m.csv", "key\na\n"))
-
-    assert len(seen) == 2
+    run(world_a, write(tmp_path, "m.csv", "key\na\n"))  # direct load: one long phase
+    assert len(seen) == 1
+    monkeypatch.setattr(direct, "ENABLED", False)
+    run(world_a, write(tmp_path, "m.csv", "key\na\n"), name="Staged")  # staging: two
+    assert len(seen) == 3
     assert all(at > timezone.now() + timedelta(seconds=30) for at in seen)
 
 
