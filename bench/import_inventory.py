@@ -266,9 +266,7 @@ def main() -> None:
     print(f"bare COPY, UNLOGGED table     {copy_unlogged:7.2f} s")
     print(f"import (new episodes)         {first:7.2f} s   phases {summary.get('phases')}")
     print(f"re-import (all unchanged)     {again:7.2f} s   phases {again_summary.get('phases')}")
-    print(
-        f"floor: INSERT typed rows      {floor_seconds:7.2f} s   (episode table and its indexes)"
-    )
+    print(f"floor: INSERT typed rows      {floor_seconds:7.2f} s   (episode table and its indexes)")
     print(f"episode rows after both       {total:,}")
     print(f"ratio import / bare COPY      {first / copy_logged:7.2f}   (target ≤ 3)")
     print(f"ratio import / UNLOGGED COPY  {first / copy_unlogged:7.2f}")

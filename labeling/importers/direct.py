@@ -22,7 +22,7 @@ import io
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -44,30 +44,14 @@ from labeling.importers.cells import (
     STATUSES,
     TRIM,
 )
-from labeling.importers.mapping import MappedColumn
+from labeling.importers.mapping import FIELDS, MappedColumn
 from labeling.importers.resolve import Resolved, resolve_lookups
 from labeling.importers.writes import create_tasks, create_values, lock_references
 from sites.services import ConditionLookup, condition_sets_intern
 
-DIRECT_KINDS = frozenset(
-    {
-        "key",
-        "episode_count",
-        "frames",
-        "duration_s",
-        "fps",
-        "outcome",
-        "storage_uri",
-        "recorded_at",
-        "sync_status",
-        "label_status",
-        "site",
-        "embodiment",
-        "task",
-        "failure_mode",
-        "condition",
-    }
-)
+# Every episode field a column can be mapped to, and condition columns; not feature:/extra:
+# (JSON built per row), which the staging path writes.
+DIRECT_KINDS = frozenset((*FIELDS, "condition"))
 REF_KINDS = ("site", "embodiment", "task", "failure_mode")
 COPY_COLUMNS = (
     "organization_id",
@@ -93,7 +77,7 @@ _GROUP_RE = "[" + _GROUP + "]"
 _SUCCESS = pa.array(list(OUTCOMES["success"]))
 _FAILURE = pa.array(list(OUTCOMES["failure"]))
 _OUTCOME_WORDS = pa.array([w for words in OUTCOMES.values() for w in words])
-_INT8_TEXT_MAX = 19  # digits; longer whole numbers go to the staging path
+_MAX_DIGITS = 18  # a whole number with more digits goes to the staging path (bigint ends at 19)
 
 
 # Tests turn it off to exercise the staging path on inputs the direct load would take.
@@ -136,7 +120,7 @@ def whole(values: pa.Array, column: MappedColumn) -> pa.Array:
     """Whole numbers as the staging path reads them (thousands separators, ``12.0``)."""
     _fits(values, _WHOLE_RE, column, "a whole number")
     digits = pc.replace_substring_regex(values, _GROUP_RE + r"|^\+|\.0*$", "")
-    if not _all(pc.less_equal(pc.utf8_length(digits), _INT8_TEXT_MAX - 1)):
+    if not _all(pc.less_equal(pc.utf8_length(digits), _MAX_DIGITS)):
         raise NotDirect(f"column {column.name!r}: a number too large")
     try:
         return pc.cast(digits, pa.int64())
@@ -153,14 +137,6 @@ def decimal(values: pa.Array, column: MappedColumn) -> pa.Array:
     if not _all(pc.is_finite(numbers)):
         raise NotDirect(f"column {column.name!r}: a number out of range")
     return numbers
-
-
-@dataclass
-class Typed:
-    """One chunk's typed columns (pyarrow arrays, one value per row)."""
-
-    rows: int
-    columns: dict[str, pa.Array] = field(default_factory=dict)
 
 
 class Refs:
@@ -496,7 +472,7 @@ def load(
     copy_cm: Any = None
     copy: Any = None
     django_cursor = connection.cursor()
-    cursor = django_cursor.cursor
+    cursor = django_cursor.cursor  # psycopg's own: COPY with a writer thread
 
     def open_copy() -> None:
         nonlocal copy_cm, copy
@@ -515,11 +491,6 @@ def load(
 
     try:
         for batch, position in source.batches():
-            if position:
-                total = source.total_rows
-                if total is None and source.total_bytes:
-                    total = max(rows, int(rows * source.total_bytes / position))
-                progress(rows, total, f"Writing {rows:,} rows")
             n = batch.num_rows
             if n == 0:
                 continue
@@ -567,7 +538,7 @@ def load(
                 {
                     "organization_id": pa.array(np.full(n, organization_id)),
                     "dataset_id": pa.array(np.full(n, dataset_id)),
-                    **typed.columns,
+                    **typed,
                     "site_id": _with_default(ref_ids.get("site"), default_site, n),
                     "embodiment_id": _with_default(
                         ref_ids.get("embodiment"), default_embodiment, n
@@ -577,15 +548,23 @@ def load(
                     "condition_set_id": cs if cs is not None else _with_default(None, fixed_cs, n),
                 }
             ).select(list(COPY_COLUMNS))
-            episodes += int(pc.sum(typed.columns["episode_count"]).as_py() or 0)
-            frames_total += int(pc.sum(typed.columns["frames"]).as_py() or 0)
+            episodes += int(pc.sum(typed["episode_count"]).as_py() or 0)
+            frames_total += int(pc.sum(typed["frames"]).as_py() or 0)
             buf = io.BytesIO()
             pacsv.write_csv(table, buf, write_options=options)
             if copy is None:
                 open_copy()
             copy.write(buf.getbuffer())
             rows += n
+            if position:
+                total = source.total_rows
+                if total is None and source.total_bytes:
+                    total = max(rows, round(rows * source.total_bytes / position))
+                # Sent, not yet stored: psycopg's writer queues up to ~128 MB ahead of the
+                # server, so the last step below waits for PostgreSQL to catch up.
+                progress(rows, total, f"Sent {rows:,} rows to the database")
         close_copy()
+        progress(rows, rows, f"Stored {rows:,} rows; counting them", force=True)
     except (DatabaseError, psycopg.Error) as exc:
         raise NotDirect(f"the database refused a row ({str(exc).splitlines()[0][:160]})") from None
     finally:
@@ -593,6 +572,7 @@ def load(
             with contextlib.suppress(Exception):  # the transaction is rolling back anyway
                 copy_cm.__exit__(NotDirect, NotDirect("abandoned"), None)
         progress.close()
+        django_cursor.close()
     return DirectResult(
         rows=rows,
         episodes=episodes,
@@ -635,10 +615,10 @@ def _type_batch(
     *,
     first_row: int,
     default_fps: float | None,
-) -> Typed:
+) -> dict[str, pa.Array]:
     """Type the non-lookup columns of one chunk exactly as the staging path would."""
     n = batch.num_rows
-    out = Typed(rows=n)
+    out: dict[str, pa.Array] = {}
     cleaned: dict[str, pa.Array] = {
         kind: clean(batch.column(col.index))
         for kind, col in by_kind.items()
@@ -652,10 +632,10 @@ def _type_batch(
             raise NotDirect(f"column {key.name!r}: a blank key")
         if not _all(pc.less_equal(pc.utf8_length(keys), 200)):
             raise NotDirect(f"column {key.name!r}: a key longer than 200 characters")
-        out.columns["key"] = keys
+        out["key"] = keys
     else:
         numbers = pa.array(np.arange(first_row, first_row + n, dtype=np.int64))
-        out.columns["key"] = pc.binary_join_element_wise("row-", pc.cast(numbers, pa.string()), "")
+        out["key"] = pc.binary_join_element_wise("row-", pc.cast(numbers, pa.string()), "")
 
     count = by_kind.get("episode_count")
     if count is not None:
@@ -665,13 +645,13 @@ def _type_batch(
         counts = whole(values, count)
         if not _all(pc.and_(pc.greater_equal(counts, 1), pc.less_equal(counts, INT4_MAX))):
             raise NotDirect(f"column {count.name!r}: an episode count out of range")
-        out.columns["episode_count"] = counts
+        out["episode_count"] = counts
     else:
-        out.columns["episode_count"] = pa.array(np.ones(n, dtype=np.int64))
+        out["episode_count"] = pa.array(np.ones(n, dtype=np.int64))
 
     frames_col = by_kind.get("frames")
     frames = whole(cleaned["frames"], frames_col) if frames_col is not None else None
-    out.columns["frames"] = (
+    out["frames"] = (
         pc.fill_null(frames, 0) if frames is not None else pa.array(np.zeros(n, dtype=np.int64))
     )
 
@@ -697,30 +677,30 @@ def _type_batch(
             raise NotDirect(f"column {dur_col.name!r}: a negative duration")
     if derived is not None:
         duration = pc.coalesce(duration, derived)
-    out.columns["duration_s"] = pc.fill_null(duration, 0.0)
+    out["duration_s"] = pc.fill_null(duration, 0.0)
 
     outcome_col = by_kind.get("outcome")
     if outcome_col is not None:
         lowered = pc.utf8_lower(cleaned["outcome"])
         if not _all(pc.or_kleene(pc.is_null(lowered), pc.is_in(lowered, _OUTCOME_WORDS))):
             raise NotDirect(f"column {outcome_col.name!r}: an unknown outcome")
-        out.columns["outcome"] = pc.case_when(
+        out["outcome"] = pc.case_when(
             pc.make_struct(pc.is_in(lowered, _SUCCESS), pc.is_in(lowered, _FAILURE)),
             "success",
             "failure",
             "unknown",
         )
     else:
-        out.columns["outcome"] = pa.array(["unknown"] * n)
+        out["outcome"] = pa.array(["unknown"] * n)
 
     uri_col = by_kind.get("storage_uri")
     if uri_col is not None:
         uris = cleaned["storage_uri"]
         if not _all(pc.less_equal(pc.utf8_length(uris), 500)):
             raise NotDirect(f"column {uri_col.name!r}: a storage URI over 500 characters")
-        out.columns["storage_uri"] = pc.fill_null(uris, "")
+        out["storage_uri"] = pc.fill_null(uris, "")
     else:
-        out.columns["storage_uri"] = pa.array([""] * n)
+        out["storage_uri"] = pa.array([""] * n)
 
     rec_col = by_kind.get("recorded_at")
     if rec_col is not None:
@@ -730,17 +710,17 @@ def _type_batch(
         )
         if not _all(shaped):
             raise NotDirect(f"column {rec_col.name!r}: a cell is not a date")
-        out.columns["recorded_at"] = rec  # PostgreSQL parses it, as the staging path's cast
+        out["recorded_at"] = rec  # PostgreSQL parses it, as the staging path's cast
     else:
-        out.columns["recorded_at"] = pa.nulls(n, pa.string())
+        out["recorded_at"] = pa.nulls(n, pa.string())
 
     for kind, default in (("sync_status", "unknown"), ("label_status", "unlabelled")):
         col = by_kind.get(kind)
         if col is None:
-            out.columns[kind] = pa.array([default] * n)
+            out[kind] = pa.array([default] * n)
             continue
         lowered = pc.utf8_lower(cleaned[kind])
         if not _all(pc.or_kleene(pc.is_null(lowered), pc.is_in(lowered, pa.array(STATUSES[kind])))):
             raise NotDirect(f"column {col.name!r}: an unknown {kind.replace('_', ' ')}")
-        out.columns[kind] = pc.fill_null(lowered, default)
+        out[kind] = pc.fill_null(lowered, default)
     return out

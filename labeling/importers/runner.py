@@ -383,7 +383,6 @@ def _run(
 ) -> dict[str, Any]:
     label = source.file_label
     reporter.progress(0, source.total_rows, "Reading the source", force=True)
-    sweep_orphans()
     staging.create()
     bytes_done = 0
 

@@ -19,7 +19,7 @@ from labeling.importers import direct
 from labeling.importers.errors import ImportFailed
 from labeling.importers.writes import lock_references
 from labeling.models import Dataset, Episode
-from labeling.services import inventory_import_run, inventory_import_start
+from tests.labeling.imports import run
 
 FIELDS = (
     "key",
@@ -63,16 +63,6 @@ MAPPING = [
     "Lighting=condition:lighting",
     "Robot=embodiment",
 ]
-
-
-def run(world, path, name, **options):
-    record = inventory_import_start(
-        organization=world.operator, dataset_name=name, path=path, enqueue=False, **options
-    )
-    inventory_import_run(job_id=str(record.job_id))
-    record.refresh_from_db()
-    record.job.refresh_from_db()
-    return record
 
 
 def stored(name: str) -> list[tuple]:
@@ -128,7 +118,7 @@ def test_both_paths_agree_on_parquet_with_typed_columns(world_a, tmp_path, monke
     ("body", "expected"),
     [
         ("key,count\na,1\nb,two\n", "row 3, column 'count': expected a whole number"),
-        ("key,count\na,1\na,2\n", "'a'"),  # a duplicate key: the staging path names both rows
+        ("key,count\na,1\na,2\n", "the key 'a' repeats row 2"),  # duplicates: both rows
         ("key,lighting\na,dim\nb,foggy\n", "unknown Lighting value 'foggy'"),
         ("key,recorded\na,2024-02-30\n", "row 2"),
         ("key,count\na,1\n\nb,1\n", "row 3"),  # an empty line in the middle

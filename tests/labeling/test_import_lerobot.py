@@ -13,8 +13,9 @@ import pytest
 
 from labeling.importers.lerobot_features import image_size
 from labeling.models import Dataset, Episode
-from labeling.services import inventory_import_run, inventory_import_start
-from sites.models import ActionDimension, Camera, ConditionSet, ConditionValue, Embodiment, Task
+from labeling.services import inventory_import_start
+from sites.models import ActionDimension, Embodiment, Task
+from tests.labeling.imports import run, snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "lerobot"
 REALDATA = Path(__file__).resolve().parents[2].parent / "shared" / "realdata" / "lerobot"
@@ -22,30 +23,6 @@ V30 = DATA / "v3.0_record-test"
 G1 = DATA / "v2.1_G1-policy-train"
 REACHY = DATA / "v2.0_reachy2"
 ROBOCOIN = DATA / "v2.1_RoboCOIN"
-
-
-def run(world, path, name="Imported", **options):
-    record = inventory_import_start(
-        organization=world.operator, dataset_name=name, path=path, enqueue=False, **options
-    )
-    inventory_import_run(job_id=str(record.job_id))
-    record.refresh_from_db()
-    record.job.refresh_from_db()
-    return record
-
-
-def snapshot():
-    models = (
-        Episode,
-        Dataset,
-        ConditionValue,
-        ConditionSet,
-        Task,
-        Embodiment,
-        ActionDimension,
-        Camera,
-    )
-    return {m.__name__: m.objects.count() for m in models}
 
 
 def episodes_of(record):

@@ -14,36 +14,13 @@ from django.db import connection
 from accounts.services import JobContext
 from labeling.importers import direct, sources
 from labeling.models import Dataset, Episode
-from labeling.services import inventory_import_run, inventory_import_start
-from sites.models import ActionDimension, Camera, ConditionSet, ConditionValue, Embodiment, Task
+from labeling.services import inventory_import_start
+from sites.models import ConditionValue
+from tests.labeling.imports import run, snapshot
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tabular"
 OXE = DATA / "oxe_overview_subset.tsv"
 DIRTY = DATA / "combined_info.csv"
-
-
-def run(world, path, name="Manifest", **options):
-    record = inventory_import_start(
-        organization=world.operator, dataset_name=name, path=path, enqueue=False, **options
-    )
-    inventory_import_run(job_id=str(record.job_id))
-    record.refresh_from_db()
-    record.job.refresh_from_db()
-    return record
-
-
-def snapshot():
-    models = (
-        Episode,
-        Dataset,
-        ConditionValue,
-        ConditionSet,
-        Task,
-        Embodiment,
-        ActionDimension,
-        Camera,
-    )
-    return {m.__name__: m.objects.count() for m in models}
 
 
 def failed(world, path, **options):
