@@ -252,6 +252,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "accounts.tasks.jobs_requeue_stale",
         "schedule": float(os.environ.get("FIELDCRAFT_REQUEUE_SECONDS", 60)),
     },
+    "purge-import-uploads": {
+        "task": "labeling.tasks.inventory_uploads_purge",
+        "schedule": 6 * 3600.0,
+    },
 }
 
 CACHES = {
@@ -278,4 +282,7 @@ LOGGING = {
 FIELDCRAFT = {
     "TRANSFER_WEIGHT": float(os.environ.get("FIELDCRAFT_TRANSFER_WEIGHT", 0.3)),
     "JOB_STALE_SECONDS": int(os.environ.get("FIELDCRAFT_JOB_STALE_SECONDS", 120)),
+    # Uploaded import files are kept this long after their import ends (to look into a
+    # failed one), then removed by the daily purge.
+    "UPLOAD_RETENTION_DAYS": float(os.environ.get("FIELDCRAFT_UPLOAD_RETENTION_DAYS", 7)),
 }

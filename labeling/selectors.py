@@ -52,18 +52,23 @@ class DatasetTotals:
 
 
 @dataclass
+class DatasetCounts:
+    """What one scan of a dataset's episodes gives the breakdown (or a loader, as it writes)."""
+
+    totals: DatasetTotals
+    per_set: dict[int, int]  # condition set id -> episodes
+    per_site: dict[int | None, tuple[int, int]]  # site id -> (episodes, frames)
+
+
+@dataclass
 class DatasetBreakdown:
     totals: DatasetTotals
     dimensions: list[DimensionBreakdown]
     sites: list[SiteCount]
 
 
-def dataset_breakdown(*, dataset_id: int) -> DatasetBreakdown:
-    """Totals, episodes per condition value (per dimension) and per site, in one scan.
-
-    The episodes are grouped by condition set and by site (GROUPING SETS); only the few
-    distinct condition sets are then expanded into their values.
-    """
+def dataset_counts(*, dataset_id: int) -> DatasetCounts:
+    """Totals and episodes per condition set and per site, in one scan (GROUPING SETS)."""
     with connection.cursor() as cur:
         cur.execute(
             "SELECT GROUPING(condition_set_id, site_id), condition_set_id, site_id, count(*), "
@@ -73,16 +78,28 @@ def dataset_breakdown(*, dataset_id: int) -> DatasetBreakdown:
             [dataset_id],
         )
         groups = cur.fetchall()
-        per_set: dict[int, int] = {}
-        per_site: dict[int | None, tuple[int, int]] = {}
-        totals = DatasetTotals(0, 0, 0, 0.0)
-        for grouping, cs, site, rows, episodes, frames, seconds in groups:
-            if grouping == 3:
-                totals = DatasetTotals(int(rows), int(episodes), int(frames), float(seconds))
-            elif grouping == 1 and cs is not None:
-                per_set[cs] = int(episodes)
-            elif grouping == 2:
-                per_site[site] = (int(episodes), int(frames))
+    counts = DatasetCounts(DatasetTotals(0, 0, 0, 0.0), {}, {})
+    for grouping, cs, site, rows, episodes, frames, seconds in groups:
+        if grouping == 3:
+            counts.totals = DatasetTotals(int(rows), int(episodes), int(frames), float(seconds))
+        elif grouping == 1 and cs is not None:
+            counts.per_set[cs] = int(episodes)
+        elif grouping == 2:
+            counts.per_site[site] = (int(episodes), int(frames))
+    return counts
+
+
+def dataset_breakdown(*, dataset_id: int, counts: DatasetCounts | None = None) -> DatasetBreakdown:
+    """Totals, episodes per condition value (per dimension) and per site.
+
+    The episodes are grouped by condition set and by site (:func:`dataset_counts`, unless
+    the caller already has those counts); only the few distinct condition sets are then
+    expanded into their values.
+    """
+    if counts is None:
+        counts = dataset_counts(dataset_id=dataset_id)
+    totals, per_set, per_site = counts.totals, counts.per_set, counts.per_site
+    with connection.cursor() as cur:
         cur.execute(
             """
             SELECT d.id, d.name, cv.id, cv.label, coalesce(pv.n, 0)

@@ -206,6 +206,45 @@ def inventory_upload_discard(*, path: Path) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def inventory_uploads_purge(*, now: Any = None) -> int:
+    """Remove uploaded import files that no import needs any more; return how many folders.
+
+    An upload lives in its own folder under MEDIA_ROOT/imports/. It is kept while its import
+    is queued or running (a worker that dies re-runs it from the file) and for
+    ``UPLOAD_RETENTION_DAYS`` after it ends; a folder no import names (its request was
+    refused) goes after a day — younger ones may belong to a request being accepted now.
+    Files named on the server by the command line are never touched.
+    """
+    import shutil
+
+    root = Path(settings.MEDIA_ROOT) / "imports"
+    if not root.is_dir():
+        return 0
+    now = now or timezone.now()
+    keep_since = now - timedelta(days=settings.FIELDCRAFT["UPLOAD_RETENTION_DAYS"])
+    named: set[str] = set()
+    needed: set[str] = set()
+    for source, status, finished_at in InventoryImport.objects.filter(
+        source_path__startswith=f"{root}/"
+    ).values_list("source_path", "job__status", "job__finished_at"):
+        name = Path(source).relative_to(root).parts[0]
+        named.add(name)
+        if status in Job.ACTIVE or finished_at is None or finished_at > keep_since:
+            needed.add(name)
+    removed = 0
+    for folder in root.iterdir():
+        if not folder.is_dir() or folder.name in needed:
+            continue
+        if (
+            folder.name not in named
+            and folder.stat().st_mtime > (now - timedelta(days=1)).timestamp()
+        ):
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed += 1
+    return removed
+
+
 def inventory_upload_store(*, upload: UploadedFile) -> Path:
     """Keep an uploaded file under MEDIA_ROOT/imports/<uuid>/ and return its path."""
     folder = Path(settings.MEDIA_ROOT) / "imports" / uuid.uuid4().hex

@@ -12,6 +12,13 @@ def inventory_import(*, job_id: str) -> None:
     inventory_import_run(job_id=job_id)
 
 
+@shared_task(name="labeling.tasks.inventory_uploads_purge")
+def inventory_uploads_purge() -> int:
+    from labeling.services import inventory_uploads_purge as purge
+
+    return purge()
+
+
 @shared_task(name="labeling.tasks.recording_validate", acks_late=True)
 def recording_validate(*, job_id: str) -> None:
     from labeling.recordings import recording_validate_run

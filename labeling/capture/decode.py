@@ -1,8 +1,8 @@
 """Recognise camera and joint streams and decode the little we need from their messages.
 
-Decoding support: ROS 2 CDR (with the ``ros2msg`` schema text stored in the file) and JSON.
-Protobuf joint messages are recognised but not decoded: the ``protobuf`` package is not a
-dependency, so such streams are reported as undecodable instead of guessed at.
+Decoding support: ROS 2 CDR (with the ``ros2msg`` schema text stored in the file), JSON, and
+protobuf with its ``FileDescriptorSet`` stored in the file (as the MCAP spec has it for the
+``protobuf`` schema encoding) — no generated classes needed.
 """
 
 from __future__ import annotations
@@ -14,6 +14,14 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    json_format,
+    message_factory,
+    timestamp_pb2,
+)
+from google.protobuf.message import DecodeError
 from mcap.records import Schema
 from mcap_ros2.decoder import DecoderFactory
 
@@ -81,15 +89,93 @@ def _json_stamp(data: bytes) -> int | None:
         return None
     if not isinstance(value, dict):
         return None
+    return _stamp_of(value)
+
+
+def _stamp_of(value: Mapping[str, Any]) -> int | None:
+    """The capture stamp of a decoded message: ROS ``header.stamp`` (sec, nanosec) or a
+    foxglove-style ``timestamp`` (sec/nsec, or protobuf's seconds/nanos)."""
     header = value.get("header")
     stamp = header.get("stamp") if isinstance(header, dict) else value.get("timestamp")
+    if isinstance(stamp, str):  # protobuf's google.protobuf.Timestamp, as RFC 3339 text
+        try:
+            parsed = timestamp_pb2.Timestamp()
+            parsed.FromJsonString(stamp)
+        except ValueError:
+            return None
+        return parsed.seconds * 1_000_000_000 + parsed.nanos
     if not isinstance(stamp, dict):
         return None
-    sec = stamp.get("sec")
-    nanosec = stamp.get("nanosec", stamp.get("nsec", 0))
+    sec = stamp.get("sec", stamp.get("seconds"))
+    nanosec = stamp.get("nanosec", stamp.get("nsec", stamp.get("nanos", 0)))
+    if isinstance(sec, str) and sec.lstrip("-").isdigit():  # protobuf's JSON form of int64
+        sec = int(sec)
     if not isinstance(sec, int) or not isinstance(nanosec, int):
         return None
     return sec * 1_000_000_000 + nanosec
+
+
+def protobuf_class(channel: Channel) -> Any:
+    """The message class of a protobuf channel, built from the ``FileDescriptorSet`` that the
+    file stores as its schema. Raises ValueError when the schema does not describe it."""
+    try:
+        files = descriptor_pb2.FileDescriptorSet.FromString(channel.schema_data).file
+    except DecodeError as exc:
+        raise ValueError(
+            f"protobuf schema {channel.schema_name!r} is not a FileDescriptorSet"
+        ) from exc
+    pool = descriptor_pool.DescriptorPool()
+    pending = list(files)
+    while pending:  # a file can be added once the files it imports are in
+        added = [f for f in pending if all(_in_pool(pool, d) for d in f.dependency)]
+        if not added:
+            missing = sorted({d for f in pending for d in f.dependency if not _in_pool(pool, d)})
+            raise ValueError(f"protobuf schema {channel.schema_name!r} lacks {', '.join(missing)}")
+        for f in added:
+            pool.Add(f)
+            pending.remove(f)
+    try:
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName(channel.schema_name))
+    except KeyError as exc:
+        raise ValueError(
+            f"protobuf schema does not define message {channel.schema_name!r}"
+        ) from exc
+
+
+def _in_pool(pool: Any, name: str) -> bool:
+    try:
+        pool.FindFileByName(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _protobuf_dict(cls: Any) -> Callable[[bytes], dict[str, Any]]:
+    def decode(data: bytes) -> dict[str, Any]:
+        try:
+            message = cls.FromString(data)
+        except DecodeError as exc:
+            raise ValueError(f"protobuf message does not parse ({exc})") from exc
+        return json_format.MessageToDict(
+            message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+        )
+
+    return decode
+
+
+def _protobuf_stamp_reader(channel: Channel) -> StampReader | None:
+    try:
+        decode = _protobuf_dict(protobuf_class(channel))
+    except ValueError:
+        return None
+
+    def read(data: bytes) -> int | None:
+        try:
+            return _stamp_of(decode(data))
+        except ValueError:
+            return None
+
+    return read
 
 
 def stamp_reader_for(channel: Channel) -> StampReader | None:
@@ -102,6 +188,8 @@ def stamp_reader_for(channel: Channel) -> StampReader | None:
         return _cdr_stamp if first in _TIME_FIRST_FIELDS else None
     if channel.message_encoding == "json":
         return _json_stamp
+    if channel.message_encoding == "protobuf" and channel.schema_encoding == "protobuf":
+        return _protobuf_stamp_reader(channel)
     return None
 
 
@@ -172,11 +260,12 @@ def joint_decoder_for(channel: Channel) -> tuple[JointDecoder | None, str | None
             return _cdr_joint_decoder(channel), None
         except Exception as exc:  # the schema parser raises assorted types on bad text
             return None, f"schema {channel.schema_name} cannot be parsed ({exc})"
-    if encoding == "protobuf":
-        return (
-            None,
-            "protobuf joint messages are not decoded (the protobuf package is not installed)",
-        )
+    if encoding == "protobuf" and channel.schema_encoding == "protobuf":
+        try:
+            decode = _protobuf_dict(protobuf_class(channel))
+        except ValueError as exc:
+            return None, str(exc)
+        return (lambda data: _positions_from_mapping(decode(data))), None
     return (
         None,
         f"message encoding {encoding!r} with schema encoding {channel.schema_encoding!r} is not supported",

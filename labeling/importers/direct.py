@@ -34,6 +34,7 @@ from django.db import DatabaseError, connection, connections
 from psycopg import sql
 from psycopg.copy import QueuedLibpqWriter
 
+from labeling.importers import pgcopy
 from labeling.importers.cells import (
     _DECIMAL_RE,
     _GROUP,
@@ -47,36 +48,45 @@ from labeling.importers.cells import (
 from labeling.importers.mapping import FIELDS, MappedColumn
 from labeling.importers.resolve import Resolved, resolve_lookups
 from labeling.importers.writes import create_tasks, create_values, lock_references
+from labeling.selectors import DatasetCounts, DatasetTotals
 from sites.services import ConditionLookup, condition_sets_intern
 
 # Every episode field a column can be mapped to, and condition columns; not feature:/extra:
 # (JSON built per row), which the staging path writes.
 DIRECT_KINDS = frozenset((*FIELDS, "condition"))
 REF_KINDS = ("site", "embodiment", "task", "failure_mode")
-COPY_COLUMNS = (
-    "organization_id",
-    "dataset_id",
-    "key",
-    "episode_count",
-    "frames",
-    "duration_s",
-    "outcome",
-    "storage_uri",
-    "recorded_at",
-    "sync_status",
-    "label_status",
-    "site_id",
-    "embodiment_id",
-    "task_id",
-    "failure_mode_id",
-    "condition_set_id",
-)
+COPY_COLUMNS = {  # column -> its type in the binary COPY (labeling.importers.pgcopy)
+    "organization_id": "int8",
+    "dataset_id": "int8",
+    "key": "text",
+    "episode_count": "int4",
+    "frames": "int8",
+    "duration_s": "float8",
+    "outcome": "text",
+    "storage_uri": "text",
+    "recorded_at": "timestamptz",
+    "sync_status": "text",
+    "label_status": "text",
+    "site_id": "int8",
+    "embodiment_id": "int8",
+    "task_id": "int8",
+    "failure_mode_id": "int8",
+    "condition_set_id": "int8",
+}
 _NULL_TEXT = pa.scalar(None, pa.string())
 _BLANKS = pa.array(BLANKS)
 _GROUP_RE = "[" + _GROUP + "]"
 _SUCCESS = pa.array(list(OUTCOMES["success"]))
 _FAILURE = pa.array(list(OUTCOMES["failure"]))
 _OUTCOME_WORDS = pa.array([w for words in OUTCOMES.values() for w in words])
+# The dates typed here (others go to the staging path, where PostgreSQL parses them): ISO
+# 8601 with fields in range, at most microseconds, an offset within PostgreSQL's ±15 h.
+_ISO_DATE_RE = (
+    r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
+    r"([ T]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]([.][0-9]{1,6})?)?"
+    r"(Z|[+-](0[0-9]|1[0-4])(:?[0-5][0-9])?)?)?$"
+)
+_HAS_OFFSET_RE = r":[0-9]{2}([.][0-9]+)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 _MAX_DIGITS = 18  # a whole number with more digits goes to the staging path (bigint ends at 19)
 
 
@@ -137,6 +147,25 @@ def decimal(values: pa.Array, column: MappedColumn) -> pa.Array:
     if not _all(pc.is_finite(numbers)):
         raise NotDirect(f"column {column.name!r}: a number out of range")
     return numbers
+
+
+def timestamps(values: pa.Array, column: MappedColumn, *, naive_ok: bool) -> pa.Array:
+    """ISO 8601 dates and times as UTC microseconds (``timestamp[us]``), as PostgreSQL reads
+    them: with an offset, converted; without, in the session's time zone (``naive_ok`` says
+    it is UTC). Anything else goes to the staging path."""
+    _fits(values, _ISO_DATE_RE, column, "an ISO 8601 date the direct load reads")
+    aware = pc.match_substring_regex(values, _HAS_OFFSET_RE)
+    if not naive_ok and not _all(pc.or_kleene(pc.is_null(values), aware)):
+        raise NotDirect(f"column {column.name!r}: dates without an offset, session not in UTC")
+    try:
+        naive = pc.cast(pc.if_else(aware, None, values), pa.timestamp("us"))
+        offset = pc.cast(
+            pc.cast(pc.if_else(aware, values, None), pa.timestamp("us", tz="UTC")),
+            pa.timestamp("us"),
+        )
+    except pa.ArrowInvalid:
+        raise NotDirect(f"column {column.name!r}: a date pyarrow does not read") from None
+    return pc.coalesce(naive, offset)
 
 
 class Refs:
@@ -371,6 +400,19 @@ def csv_batches(
             yield batch, position if i == len(batches) - 1 else 0
 
 
+class _Writer(QueuedLibpqWriter):
+    """psycopg's writer thread, with a shorter queue: about 32 MB (~7 blocks) ahead of the
+    server instead of 128 MB. The server is the slower half, so a longer queue only holds
+    more memory, not more speed."""
+
+    QUEUE_BLOCKS = 256  # of psycopg's 128 KB pieces
+
+    def __init__(self, cursor: Any) -> None:
+        super().__init__(cursor)
+        assert self._worker is None  # the queue is replaced before psycopg's thread starts
+        self._queue = type(self._queue)(maxsize=self.QUEUE_BLOCKS)
+
+
 class _Progress:
     """The reporter, called from a thread with its own connection (autocommit), so progress
     shows and cancellation is seen while the import's own connection is inside a COPY.
@@ -411,8 +453,7 @@ class _Progress:
 @dataclass
 class DirectResult:
     rows: int
-    episodes: int
-    frames: int
+    counts: DatasetCounts  # of the rows written: the dataset was empty
     created_values: list[str]
     created_tasks: list[str]
     seconds: float
@@ -464,11 +505,11 @@ def load(
         embodiments=[default_embodiment] if default_embodiment else [],
         condition_sets=[fixed_cs] if fixed_cs else [],
     )
-    statement = sql.SQL("COPY labeling_episode ({}) FROM STDIN (FORMAT csv)").format(
+    statement = sql.SQL("COPY labeling_episode ({}) FROM STDIN (FORMAT binary)").format(
         sql.SQL(", ").join(sql.Identifier(c) for c in COPY_COLUMNS)
     )
-    options = pacsv.WriteOptions(include_header=False)
-    rows = episodes = frames_total = 0
+    rows = 0
+    tally = Tally()
     copy_cm: Any = None
     copy: Any = None
     django_cursor = connection.cursor()
@@ -476,18 +517,23 @@ def load(
 
     def open_copy() -> None:
         nonlocal copy_cm, copy
-        copy_cm = cursor.copy(statement, writer=QueuedLibpqWriter(cursor))
+        copy_cm = cursor.copy(statement, writer=_Writer(cursor))
         copy = copy_cm.__enter__()
+        copy.write(pgcopy.SIGNATURE)
 
     def close_copy() -> None:
         nonlocal copy_cm, copy
         if copy_cm is not None:
+            copy.write(pgcopy.TRAILER)
             cm, copy_cm, copy = copy_cm, None, None
             cm.__exit__(None, None, None)
 
     # Inside a caller's transaction (a test) the reporter runs on this connection, between
     # COPY statements; otherwise on its own connection, so progress shows at once.
     progress = _Progress(reporter, side=not _in_outer_transaction(), pause=close_copy)
+    # Dates without an offset are in the session's time zone, as the staging path's cast.
+    cursor.execute("SHOW TimeZone")
+    naive_dates_ok = (cursor.fetchone() or ("",))[0] in ("UTC", "Etc/UTC", "GMT", "Z")
 
     try:
         for batch, position in source.batches():
@@ -533,6 +579,7 @@ def load(
                 by_kind,
                 first_row=first_row,
                 default_fps=default_fps,
+                naive_dates_ok=naive_dates_ok,
             )
             table = pa.table(
                 {
@@ -547,14 +594,12 @@ def load(
                     "failure_mode_id": ref_ids.get("failure_mode", pa.nulls(n, pa.int64())),
                     "condition_set_id": cs if cs is not None else _with_default(None, fixed_cs, n),
                 }
-            ).select(list(COPY_COLUMNS))
-            episodes += int(pc.sum(typed["episode_count"]).as_py() or 0)
-            frames_total += int(pc.sum(typed["frames"]).as_py() or 0)
-            buf = io.BytesIO()
-            pacsv.write_csv(table, buf, write_options=options)
+            )
+            tally.add(table)
+            data = pgcopy.encode([(table[c].combine_chunks(), t) for c, t in COPY_COLUMNS.items()])
             if copy is None:
                 open_copy()
-            copy.write(buf.getbuffer())
+            copy.write(data)
             rows += n
             if position:
                 total = source.total_rows
@@ -575,12 +620,48 @@ def load(
         django_cursor.close()
     return DirectResult(
         rows=rows,
-        episodes=episodes,
-        frames=frames_total,
+        counts=tally.counts(),
         created_values=refs.created_values,
         created_tasks=refs.created_tasks,
         seconds=time.monotonic() - started,
     )
+
+
+class Tally:
+    """Rows, episodes and frames per condition set and per site of the rows written, for the
+    summary (the dataset was empty, so no scan of it afterwards)."""
+
+    def __init__(self) -> None:
+        self.totals = DatasetTotals(0, 0, 0, 0.0)
+        self.per_set: dict[int, int] = {}
+        self.per_site: dict[int | None, tuple[int, int]] = {}
+
+    def add(self, table: pa.Table) -> None:
+        t = self.totals
+        t.rows += table.num_rows
+        t.episodes += int(pc.sum(table["episode_count"]).as_py() or 0)
+        t.frames += int(pc.sum(table["frames"]).as_py() or 0)
+        t.duration_s += float(pc.sum(table["duration_s"]).as_py() or 0.0)
+        by_set = table.group_by("condition_set_id").aggregate([("episode_count", "sum")])
+        for cs, n in zip(
+            by_set["condition_set_id"].to_pylist(),
+            by_set["episode_count_sum"].to_pylist(),
+            strict=True,
+        ):
+            if cs is not None:
+                self.per_set[cs] = self.per_set.get(cs, 0) + n
+        by_site = table.group_by("site_id").aggregate([("episode_count", "sum"), ("frames", "sum")])
+        for site, n, frames in zip(
+            by_site["site_id"].to_pylist(),
+            by_site["episode_count_sum"].to_pylist(),
+            by_site["frames_sum"].to_pylist(),
+            strict=True,
+        ):
+            episodes, total_frames = self.per_site.get(site, (0, 0))
+            self.per_site[site] = (episodes + n, total_frames + frames)
+
+    def counts(self) -> DatasetCounts:
+        return DatasetCounts(self.totals, self.per_set, self.per_site)
 
 
 def _has_empty_row(batch: pa.RecordBatch) -> bool:
@@ -615,6 +696,7 @@ def _type_batch(
     *,
     first_row: int,
     default_fps: float | None,
+    naive_dates_ok: bool,
 ) -> dict[str, pa.Array]:
     """Type the non-lookup columns of one chunk exactly as the staging path would."""
     n = batch.num_rows
@@ -704,15 +786,9 @@ def _type_batch(
 
     rec_col = by_kind.get("recorded_at")
     if rec_col is not None:
-        rec = cleaned["recorded_at"]
-        shaped = pc.and_(
-            pc.match_like(rec, "____-__-__%"), pc.less_equal(pc.binary_length(rec), 40)
-        )
-        if not _all(shaped):
-            raise NotDirect(f"column {rec_col.name!r}: a cell is not a date")
-        out["recorded_at"] = rec  # PostgreSQL parses it, as the staging path's cast
+        out["recorded_at"] = timestamps(cleaned["recorded_at"], rec_col, naive_ok=naive_dates_ok)
     else:
-        out["recorded_at"] = pa.nulls(n, pa.string())
+        out["recorded_at"] = pa.nulls(n, pa.timestamp("us"))
 
     for kind, default in (("sync_status", "unknown"), ("label_status", "unlabelled")):
         col = by_kind.get(kind)

@@ -52,7 +52,7 @@ from labeling.importers.writes import (
     lock_references,
 )
 from labeling.models import Episode
-from labeling.selectors import dataset_breakdown
+from labeling.selectors import DatasetCounts, dataset_breakdown
 from sites.models import Embodiment, Site
 from sites.services import ConditionLookup, condition_sets_intern
 
@@ -519,9 +519,11 @@ def _outcome(
     removed: int,
     created: dict[str, Any],
     warnings: list[str],
+    counts: DatasetCounts | None = None,
 ) -> dict[str, Any]:
-    """The summary's description of what the import stored (both paths)."""
-    breakdown = dataset_breakdown(dataset_id=dataset.pk)
+    """The summary's description of what the import stored (both paths); ``counts`` are the
+    dataset's when the caller has them (the direct load counts what it writes)."""
+    breakdown = dataset_breakdown(dataset_id=dataset.pk, counts=counts)
     return {
         "dataset": {"id": dataset.pk, "name": dataset.name, "slug": dataset.slug},
         "format": request.format,
@@ -625,9 +627,11 @@ def _run_direct(
             removed=0,
             created=created,
             warnings=[],
+            counts=result.counts,
         )
         committing = time.monotonic()
-    summary = _finish(summary, source, result.rows, result.episodes, result.frames)
+    totals = result.counts.totals
+    summary = _finish(summary, source, result.rows, totals.episodes, totals.frames)
     summary["seconds"] = round(time.monotonic() - started, 3)
     summary["phases"] = {
         "load": round(result.seconds, 3),

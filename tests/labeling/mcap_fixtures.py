@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2
 from mcap.writer import CompressionType, IndexType
 from mcap.writer import Writer as McapWriter
 from mcap_ros2._dynamic import serialize_dynamic
@@ -68,7 +69,7 @@ class Plan:
     camera_stop_s: float | None = None  # camera stops early at this time
     camera_stamp_offset_ms: Callable[[int], float] = field(default=lambda i: 0.0)
     frozen_joint: str | None = None
-    joint_encoding: str = "cdr"  # or "json"
+    joint_encoding: str = "cdr"  # or "json", "protobuf"
     compression: CompressionType = CompressionType.ZSTD
     chunked: bool = True
     chunk_size: int = 4096  # small, so every recording spans many chunks
@@ -160,9 +161,57 @@ def write_plan(path: Path, plan: Plan) -> Path:
     return path
 
 
+PROTO_JOINT_STATE = "fieldcraft.test.JointState"
+
+
+def joint_state_descriptors() -> bytes:
+    """A FileDescriptorSet (as an MCAP ``protobuf`` schema stores it) for a foxglove-style
+    ``JointState { Timestamp timestamp = 1; repeated string name = 2; repeated double
+    position = 3; }``, with the Timestamp file it imports listed after it."""
+    joint = descriptor_pb2.FileDescriptorProto(
+        name="fieldcraft/test/joint_state.proto",
+        package="fieldcraft.test",
+        syntax="proto3",
+        dependency=["google/protobuf/timestamp.proto"],
+    )
+    message = joint.message_type.add(name="JointState")
+    f = descriptor_pb2.FieldDescriptorProto
+    message.field.add(
+        name="timestamp", number=1, type=f.TYPE_MESSAGE, type_name=".google.protobuf.Timestamp"
+    )
+    message.field.add(name="name", number=2, type=f.TYPE_STRING, label=f.LABEL_REPEATED)
+    message.field.add(name="position", number=3, type=f.TYPE_DOUBLE, label=f.LABEL_REPEATED)
+    timestamp = descriptor_pb2.FileDescriptorProto()
+    timestamp_pb2.DESCRIPTOR.CopyToProto(timestamp)
+    return descriptor_pb2.FileDescriptorSet(file=[joint, timestamp]).SerializeToString()
+
+
+def _protobuf_encoder(descriptors: bytes) -> Callable[[Any], bytes]:
+    pool = descriptor_pool.DescriptorPool()
+    files = {f.name: f for f in descriptor_pb2.FileDescriptorSet.FromString(descriptors).file}
+    pool.Add(files.pop("google/protobuf/timestamp.proto"))
+    for f in files.values():
+        pool.Add(f)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName(PROTO_JOINT_STATE))
+
+    def encode(payload: dict[str, Any]) -> bytes:
+        stamp = payload["header"]["stamp"]
+        message = cls(name=payload["name"], position=payload["position"])
+        message.timestamp.seconds = stamp["sec"]
+        message.timestamp.nanos = stamp["nanosec"]
+        return bytes(message.SerializeToString())
+
+    return encode
+
+
 def _register_joints(writer: McapWriter, plan: Plan) -> tuple[int, Callable[[Any], bytes]]:
     if not plan.with_joints:
         return -1, lambda m: b""
+    if plan.joint_encoding == "protobuf":
+        descriptors = joint_state_descriptors()
+        schema = writer.register_schema(PROTO_JOINT_STATE, "protobuf", descriptors)
+        channel = writer.register_channel(JOINT_TOPIC, "protobuf", schema)
+        return channel, _protobuf_encoder(descriptors)
     if plan.joint_encoding == "json":
         schema = writer.register_schema("sensor_msgs/msg/JointState", "jsonschema", b"{}")
         return writer.register_channel(JOINT_TOPIC, "json", schema), lambda m: json.dumps(
@@ -223,6 +272,10 @@ def write_without_summary(path: Path) -> Path:
 
 def write_json_joints(path: Path) -> Path:
     return write_plan(path, Plan(joint_encoding="json"))
+
+
+def write_protobuf_joints(path: Path, **plan: Any) -> Path:
+    return write_plan(path, Plan(joint_encoding="protobuf", **plan))
 
 
 def write_split(directory: Path, parts: int = 3) -> list[Path]:

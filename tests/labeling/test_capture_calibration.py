@@ -50,7 +50,11 @@ def test_joint_that_never_moved_fails_calibration_naming_it(tmp_path):
     assert [c.name for c in report.failed_checks] == ["calibration_coverage"]
 
 
-@pytest.mark.parametrize("write", [fx.write_good, fx.write_json_joints], ids=["cdr", "json"])
+@pytest.mark.parametrize(
+    "write",
+    [fx.write_good, fx.write_json_joints, fx.write_protobuf_joints],
+    ids=["cdr", "json", "protobuf"],
+)
 def test_sweeping_every_joint_passes_calibration(tmp_path, write):
     path = write(tmp_path / "rec.mcap")
 
@@ -128,7 +132,7 @@ def test_dimension_names_match_case_insensitively():
     assert check.passed
 
 
-def test_protobuf_joint_stream_is_reported_as_undecodable():
+def test_protobuf_joint_stream_without_its_message_in_the_schema_is_undecodable():
     channel = Channel("/action", "robot.Action", "protobuf", "protobuf", b"")
     tracker = CalibrationTracker()
 
@@ -137,7 +141,9 @@ def test_protobuf_joint_stream_is_reported_as_undecodable():
 
     assert not check.passed
     assert "never seen in any joint/action message: pan" in check.message
-    assert "protobuf" in check.evidence["undecodable_topics"]["/action"]
+    assert check.evidence["undecodable_topics"]["/action"] == (
+        "protobuf schema does not define message 'robot.Action'"
+    )
 
 
 def test_cdr_schema_without_joint_names_is_reported_as_undecodable():
@@ -149,3 +155,37 @@ def test_cdr_schema_without_joint_names_is_reported_as_undecodable():
     tracker.observe(CaptureMessage(channel, 0, 0, b"\x00\x01\x00\x00"))
 
     assert "no joint names" in tracker.undecodable["/action"]
+
+
+def test_protobuf_joints_that_never_move_fail_calibration_and_their_stamps_sync(tmp_path):
+    """Protobuf decoded from the FileDescriptorSet in the file: positions and capture stamps."""
+    path = fx.write_protobuf_joints(tmp_path / "rec.mcap", frozen_joint="elbow_flex")
+
+    report = validate_recording([path], CaptureSpec.from_embodiment(fx.SPEC), calibration=True)
+
+    check = report.check("calibration_coverage")
+    assert check.message == "elbow_flex exercised 0% of its range (needs 80%)"
+    assert check.evidence["dimensions"]["gripper"]["fraction"] == pytest.approx(1.0, abs=0.01)
+    sync = report.check("synchronisation")
+    assert sync.passed, sync.message
+    assert sync.evidence[fx.CAMERA_TOPIC]["time_base"] == "header stamps"  # protobuf's timestamp
+
+
+def test_a_protobuf_schema_missing_a_file_it_imports_is_reported(tmp_path):
+    from google.protobuf import descriptor_pb2
+
+    from labeling.capture.decode import joint_decoder_for
+    from labeling.capture.reader import Channel
+
+    full = descriptor_pb2.FileDescriptorSet.FromString(fx.joint_state_descriptors())
+    del full.file[1]  # drop google/protobuf/timestamp.proto
+    channel = Channel(
+        fx.JOINT_TOPIC, fx.PROTO_JOINT_STATE, "protobuf", "protobuf", full.SerializeToString()
+    )
+    decode, reason = joint_decoder_for(channel)
+    assert decode is None
+    assert reason == (
+        "protobuf schema 'fieldcraft.test.JointState' lacks google/protobuf/timestamp.proto"
+    )
+    garbage = Channel(fx.JOINT_TOPIC, fx.PROTO_JOINT_STATE, "protobuf", "protobuf", b"\xff\x00")
+    assert joint_decoder_for(garbage)[0] is None

@@ -72,3 +72,19 @@ def test_json_stamp_is_read_from_header_or_foxglove_timestamp():
     assert read(json.dumps(ros).encode()) == read(json.dumps(foxglove).encode()) == 2_000_000_005
     assert read(b"{}") is None
     assert read(b"not json") is None
+
+
+def test_protobuf_stamp_is_read_from_a_timestamp_field_through_the_files_descriptors():
+    from tests.labeling import mcap_fixtures as fx
+
+    proto = Channel(
+        fx.JOINT_TOPIC, fx.PROTO_JOINT_STATE, "protobuf", "protobuf", fx.joint_state_descriptors()
+    )
+    encode = fx._protobuf_encoder(fx.joint_state_descriptors())
+    message = encode(
+        {"header": {"stamp": {"sec": 1_700_000_000, "nanosec": 5}}, "name": [], "position": []}
+    )
+    read = stamp_reader_for(proto)
+    assert read is not None
+    assert read(message) == 1_700_000_000_000_000_005
+    assert read(b"\xff\xff") is None  # a message that does not parse has no stamp

@@ -157,6 +157,45 @@ def test_uploads_are_stored_under_media_imports(world_a, client_for, settings):
     assert stored.name == "passwd.csv"
 
 
+def test_uploads_are_purged_once_their_import_has_ended_long_enough_ago(
+    world_a, client_for, settings
+):
+    import os
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from labeling.services import inventory_uploads_purge
+
+    client = client_for(world_a.manager)
+    for name in ("done-long-ago", "done-yesterday", "queued"):
+        upload(client, f"{name}.csv", b"key\na\n", dataset=name)
+    records = {r.dataset_name: r for r in InventoryImport.objects.select_related("job")}
+    now = timezone.now()
+    Job.objects.filter(pk=records["done-long-ago"].job_id).update(
+        status=Job.Status.SUCCEEDED, finished_at=now - timedelta(days=8)
+    )
+    Job.objects.filter(pk=records["done-yesterday"].job_id).update(
+        status=Job.Status.FAILED, finished_at=now - timedelta(days=1)
+    )
+    root = Path(settings.MEDIA_ROOT, "imports")
+    stray_old, stray_new = root / "refused-old", root / "refused-new"
+    for stray in (stray_old, stray_new):
+        stray.mkdir()
+        (stray / "x.csv").write_text("key\n")
+    two_days_ago = (now - timedelta(days=2)).timestamp()
+    os.utime(stray_old, (two_days_ago, two_days_ago))
+
+    assert inventory_uploads_purge(now=now) == 2
+
+    assert not Path(records["done-long-ago"].source_path).exists()
+    assert Path(records["done-yesterday"].source_path).is_file()  # kept to look into
+    assert Path(records["queued"].source_path).is_file()  # still to run
+    assert not stray_old.exists()
+    assert stray_new.exists()  # may be a request being accepted right now
+    assert inventory_uploads_purge(now=now) == 0
+
+
 def test_cancel_stops_a_queued_import(world_a, client_for):
     client = client_for(world_a.manager)
     created = upload(client, "m.csv", b"key\na\n", dataset="X").json()  # not run: still queued

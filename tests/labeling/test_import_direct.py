@@ -114,6 +114,50 @@ def test_both_paths_agree_on_parquet_with_typed_columns(world_a, tmp_path, monke
     assert stored("Direct") == stored("Staged")
 
 
+DATES = (
+    "2024-06-30",
+    "2024-06-30 09:00",
+    "2024-06-30T09:00:05",
+    "2024-06-30T09:00:05.5",
+    "2024-06-30 09:00:05.123456",
+    "2024-06-30T23:30:00Z",
+    "2024-06-30T23:30:00+05:30",
+    "2024-06-30T23:30:00-0330",
+    "2024-06-30 01:00:00.25+14",
+    "1999-12-31T23:59:59.999999-12:00",
+    "2024-02-29",
+)
+
+
+def test_both_paths_read_dates_and_times_alike(world_a, tmp_path, monkeypatch):
+    """The direct load parses ISO dates itself (binary COPY); PostgreSQL's cast is the reference."""
+    path = tmp_path / "dates.csv"
+    path.write_text(
+        "key,recorded\n" + "".join(f"d{i:02d},{d}\n" for i, d in enumerate(DATES)) + "dx,\n",
+        encoding="utf-8",
+    )
+    fast = run(world_a, path, "Direct", mapping=["key=key", "recorded=recorded_at"])
+    monkeypatch.setattr(direct, "ENABLED", False)
+    run(world_a, path, "Staged", mapping=["key=key", "recorded=recorded_at"])
+    assert fast.summary["path"] == {"direct": True, "why": None}
+    assert stored("Direct") == stored("Staged")
+    at = {r[0]: r[6] for r in stored("Direct")}
+    assert at["d06"].isoformat() == "2024-06-30T18:00:00+00:00"
+    assert at["d08"].isoformat() == "2024-06-29T11:00:00.250000+00:00"
+    assert at["dx"] is None
+
+
+def test_a_date_outside_the_direct_loads_forms_goes_to_postgresql(world_a, tmp_path):
+    path = tmp_path / "odd.csv"
+    path.write_text("key,recorded\na,2024-06-30 09:00:00.1234567\nb,2024-06-30\n")
+    result = run(world_a, path, "Odd dates", mapping=["key=key", "recorded=recorded_at"])
+    assert result.job.status == "succeeded", result.job.errors
+    assert result.summary["path"]["direct"] is False
+    assert "ISO 8601" in result.summary["path"]["why"]
+    at = {r[0]: r[6] for r in stored("Odd dates")}
+    assert at["a"].isoformat() == "2024-06-30T09:00:00.123457+00:00"  # rounded, as PostgreSQL
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -246,3 +290,38 @@ def test_cancel_inside_the_load_raises_job_cancelled(world_a, tmp_path):
             lookup=None,
             reporter=Reporter(),
         )
+
+
+@pytest.mark.django_db
+def test_the_binary_copy_encoder_round_trips_every_type_and_null():
+    import datetime as dt
+
+    import pyarrow.compute as pc
+
+    from labeling.importers import pgcopy
+
+    times = ["2024-05-01 12:30:15.123456", None, "1999-12-31 23:59:59", "1970-01-01"]
+    columns = [
+        (pa.array([1, None, -5, 2**40], pa.int64()), "int8"),
+        (pa.array([1, 2, None, -(2**31)], pa.int64()), "int4"),
+        (pa.array([1.5, None, -0.0, 1e300]), "float8"),
+        (pa.array(["a", None, "", 'héllo, wörld\n"x"']), "text"),
+        (pc.cast(pa.array(times), pa.timestamp("us")), "timestamptz"),
+    ]
+    with connection.cursor() as cur:
+        cur.execute(
+            "CREATE TEMP TABLE binary_copy (a bigint, b int, c float8, d text, e timestamptz)"
+        )
+        with cur.cursor.copy("COPY binary_copy FROM STDIN (FORMAT binary)") as copy:
+            copy.write(pgcopy.SIGNATURE)
+            copy.write(pgcopy.encode(columns))
+            copy.write(pgcopy.TRAILER)
+        cur.execute("SELECT a, b, c, d, e FROM binary_copy")
+        rows = cur.fetchall()
+    utc = dt.UTC
+    assert rows == [
+        (1, 1, 1.5, "a", dt.datetime(2024, 5, 1, 12, 30, 15, 123456, tzinfo=utc)),
+        (None, 2, None, None, None),
+        (-5, None, -0.0, "", dt.datetime(1999, 12, 31, 23, 59, 59, tzinfo=utc)),
+        (2**40, -(2**31), 1e300, 'héllo, wörld\n"x"', dt.datetime(1970, 1, 1, tzinfo=utc)),
+    ]
