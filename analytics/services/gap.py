@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import io
 import time
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -21,6 +22,7 @@ from analytics.services.gap_inputs import (
     feature_samples,
 )
 from campaigns.models import Campaign
+from labeling.importers import pgcopy
 
 DEFAULT_PARAMS: dict[str, Any] = {
     "uncovered_below": 1.0,
@@ -295,42 +297,44 @@ def _store(
     from analytics.gap import explain_cell
 
     cells = result.cells
+    codes = np.array(inputs.keys, dtype=np.int64).reshape(len(labels), -1)
     order = np.lexsort((np.arange(len(labels)), -cells.interventions, -cells.priority))
+    order = order[(codes[order] != UNKNOWN).any(axis=1)]  # a cell with no values is not stored
+    ranks = np.arange(1, len(order) + 1)
     top_indices = {g["index"] for g in summary["top_gaps"]}
-    # COPY in text format, written by hand: psycopg's per-row adaptation of arrays and JSON
-    # cost more than the rest of the report for a few thousand cells.
-    # Plain Python lists: indexing numpy arrays element by element costs more than the COPY.
-    p, n, q = cells.target_share.tolist(), cells.train_count.tolist(), cells.train_share.tolist()
-    cov, trials, succ = (
-        cells.coverage.tolist(),
-        result.inputs.trials.tolist(),
-        result.inputs.successes.tolist(),
-    )
-    f, f_lo, f_hi = (
-        cells.failure_rate.tolist(),
-        cells.failure_low.tolist(),
-        cells.failure_high.tolist(),
-    )
-    ipd, prio = cells.interventions.tolist(), cells.priority.tolist()
+    explained = {
+        int(i): explain_cell(result, int(i))
+        for rank, i in zip(ranks.tolist(), order.tolist(), strict=True)
+        if i in top_indices or rank <= 100
+    }
+    # COPY in text format, every column formatted by pyarrow at once: per-cell Python (or
+    # psycopg's per-row adaptation of arrays and JSON) cost more than the rest of the report.
     space = inputs.space
-    lines = []
-    rank = 0
-    for i in order.tolist():
-        key = inputs.keys[i]
-        vids = space.value_ids(key)
-        if not vids:
-            continue
-        rank += 1
-        explanation = (
-            _copy_text(explain_cell(result, i)) if (i in top_indices or rank <= 100) else ""
-        )
-        lines.append(
-            f"{report.pk}\t{{{','.join(map(str, sorted(vids)))}}}\t{_copy_text(labels[i][:500])}\t{rank}"
-            f"\t{p[i]!r}\t{n[i]!r}\t{q[i]!r}\t{int(cov[i])}\t{int(trials[i])}\t{int(succ[i])}"
-            f"\t{f[i]!r}\t{f_lo[i]!r}\t{f_hi[i]!r}\t{ipd[i]!r}\t{prio[i]!r}\t{explanation}"
-            f"\t{_copy_text(space.slugs_json(key))}\n"
-        )
-    buffer = io.StringIO("".join(lines))
+
+    def number(values: Any) -> pa.Array:
+        return pc.cast(pa.array(np.asarray(values)[order]), pa.string())
+
+    columns = [
+        space.value_id_literals(codes[order]),
+        _copy_escape(pc.utf8_slice_codeunits(pa.array(labels).take(order), 0, 500)),
+        pc.cast(pa.array(ranks), pa.string()),
+        number(cells.target_share),
+        number(cells.train_count),
+        number(cells.train_share),
+        number(cells.coverage.astype(np.int64)),
+        number(result.inputs.trials.astype(np.int64)),
+        number(result.inputs.successes.astype(np.int64)),
+        number(cells.failure_rate),
+        number(cells.failure_low),
+        number(cells.failure_high),
+        number(cells.interventions),
+        number(cells.priority),
+        _copy_escape(pa.array([explained.get(i, "") for i in order.tolist()], pa.string())),
+        _copy_escape(space.slugs_json_texts(codes[order])),
+    ]
+    rows = pc.binary_join_element_wise(str(report.pk), *columns, "\t")
+    lines = pc.binary_join_element_wise(rows, "\n", "")
+    rank = len(order)
     with transaction.atomic():
         with connection.cursor() as cursor:
             # A report is derived data: its commit need not wait for the WAL flush. The job
@@ -346,7 +350,8 @@ def _store(
                 ' interventions_per_day, priority, explanation, "values") FROM STDIN'
             ) as copy,
         ):
-            copy.write(buffer.getvalue())
+            if rank:
+                copy.write(pgcopy.concatenated(lines))
         GapReport.objects.filter(pk=report.pk).update(
             status=GapReport.Status.DONE,
             summary=summary,
@@ -357,11 +362,11 @@ def _store(
         )
 
 
-def _copy_text(value: str) -> str:
-    """Escape a value for COPY's text format."""
-    return (
-        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    )
+def _copy_escape(values: pa.Array) -> pa.Array:
+    """Escape text for COPY's text format (backslash, tab, newline, carriage return)."""
+    for raw, escaped in (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r")):
+        values = pc.replace_substring(values, raw, escaped)
+    return values
 
 
 def gap_report_latest(*, campaign: Campaign) -> GapReport | None:

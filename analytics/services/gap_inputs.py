@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from django.db import connection
 
 from campaigns.models import Campaign
@@ -93,6 +95,35 @@ class DimensionSpace:
         """The same mapping as :meth:`slugs`, serialised (slugs need no JSON escaping)."""
         parts = [f'{self._json_keys[i]}: "{self._slugs[i][c]}"' for i, c in enumerate(key)]
         return "{" + ", ".join(parts) + "}"
+
+    # Whole columns at once, for storing thousands of cells: ``codes`` is (cells × dimensions).
+
+    def value_id_literals(self, codes: np.ndarray) -> pa.Array:
+        """Each row's value ids, sorted, as PostgreSQL array literals (``{3,17,40}``); the
+        same ids as :meth:`value_ids`."""
+        missing = np.iinfo(np.int64).max
+        ids = np.empty(codes.shape, dtype=np.int64)
+        for i, pks in enumerate(self._pks):
+            ids[:, i] = np.asarray(pks, dtype=np.int64)[codes[:, i]]  # UNKNOWN reads the last
+        ids[codes == UNKNOWN] = missing
+        ids.sort(axis=1)
+        texts = [
+            pc.cast(pa.array(ids[:, i], mask=ids[:, i] == missing), pa.string())
+            for i in range(len(self._pks))
+        ]
+        joined = pc.binary_join_element_wise(*texts, ",", null_handling="skip")
+        return pc.binary_join_element_wise("{", joined, "}", "")
+
+    def slugs_json_texts(self, codes: np.ndarray) -> pa.Array:
+        """Each row's :meth:`slugs_json`."""
+        parts = [
+            pc.take(
+                pa.array([f'{self._json_keys[i]}: "{slug}"' for slug in self._slugs[i]]),
+                pa.array(np.where(codes[:, i] == UNKNOWN, len(self._slugs[i]) - 1, codes[:, i])),
+            )
+            for i in range(len(self._slugs))
+        ]
+        return pc.binary_join_element_wise("{", pc.binary_join_element_wise(*parts, ", "), "}", "")
 
 
 @dataclass

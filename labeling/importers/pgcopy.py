@@ -80,9 +80,12 @@ def encode(columns: list[tuple[pa.Array, str]]) -> pa.Buffer:
             parts.extend(text_fields(values))
         else:
             parts.append(fixed_field(values, pg_type))
-    rows = pc.binary_join_element_wise(*parts, _EMPTY)
-    offsets = rows.buffers()[1]
-    start, end = np.frombuffer(offsets, dtype=np.int32, count=n + 1, offset=rows.offset * 4)[
-        [0, -1]
-    ]
-    return rows.buffers()[2][start:end]
+    return concatenated(pc.binary_join_element_wise(*parts, _EMPTY))
+
+
+def concatenated(values: pa.Array) -> pa.Buffer:
+    """The bytes of every value of a binary or string array, end to end (no copy)."""
+    offsets = np.frombuffer(
+        values.buffers()[1], dtype=np.int32, count=len(values) + 1, offset=values.offset * 4
+    )
+    return values.buffers()[2][int(offsets[0]) : int(offsets[-1])]

@@ -99,6 +99,27 @@ def test_cells_with_no_target_mass_never_rank_as_gaps(world_a):
     assert GapCell.objects.filter(report=report, target_share__gt=0, train_count=0).exists()
 
 
+def test_stored_cells_keep_labels_with_tabs_backslashes_and_newlines(world_a):
+    """Cells are COPYed as text: what COPY would read as a separator is escaped."""
+    value = ConditionValue.objects.filter(dimension__organization=world_a.operator).first()
+    value.label = "dim\tsodium \\ C:\\lamps\nrow two"
+    value.save()
+    campaign = world_a.gap_report.campaign
+
+    report = gap_report_build(
+        report=GapReport.objects.create(organization=world_a.operator, campaign=campaign)
+    )
+
+    cells = list(GapCell.objects.filter(report=report, value_ids__contains=[value.pk]))
+    assert cells
+    assert all(value.label in c.label for c in cells)
+    assert all(c.values[value.dimension.slug] == value.slug for c in cells)
+    assert all(c.value_ids == sorted(c.value_ids) for c in cells)
+    assert sorted(GapCell.objects.filter(report=report).values_list("rank", flat=True)) == list(
+        range(1, report.n_cells + 1)
+    )
+
+
 def test_requesting_a_report_runs_it_in_celery_and_records_progress(
     world_a, django_capture_on_commit_callbacks
 ):
