@@ -187,9 +187,16 @@ class GapCell(models.Model):
         THIN = 1, "Thin"
         COVERED = 2, "Covered"
 
-    # No index of its own: the unique (report, rank) constraint leads with it.
+    # No index of its own: the unique (report, rank) constraint leads with it. No database
+    # constraint either: its deferred check ran once per cell at commit (a fifth of storing
+    # a report's thousands of cells). Cells are only written by the report's own store,
+    # which locks and checks its report row first; the ORM still cascades deletes.
     report = models.ForeignKey(
-        GapReport, on_delete=models.CASCADE, related_name="cells", db_index=False
+        GapReport,
+        on_delete=models.CASCADE,
+        related_name="cells",
+        db_index=False,
+        db_constraint=False,
     )
     # The cell's condition values (sorted ids). Not an interned ConditionSet: a report holds
     # thousands of cells and only the few a plan targets need interning (done then).

@@ -341,6 +341,19 @@ def _store(
             # is marked done afterwards with a synchronous commit, which flushes this too;
             # a crash in between leaves the job running, and the reaper re-runs it.
             cursor.execute("SET LOCAL synchronous_commit TO OFF")
+        # The report row first: its lock keeps the report from being deleted under the
+        # cells (they have no foreign-key constraint), and a report deleted since it began
+        # gets no cells.
+        finished = GapReport.objects.filter(pk=report.pk).update(
+            status=GapReport.Status.DONE,
+            summary=summary,
+            sources=summary["sources"],
+            n_cells=rank,
+            finished_at=timezone.now(),
+            dimension_slugs=[d.slug for d in inputs.space.dimensions],
+        )
+        if not finished:
+            raise GapReportFailed("the report was deleted while it was computed")
         GapCell.objects.filter(report=report).delete()
         with (
             connection.cursor() as cursor,
@@ -352,14 +365,6 @@ def _store(
         ):
             if rank:
                 copy.write(pgcopy.concatenated(lines))
-        GapReport.objects.filter(pk=report.pk).update(
-            status=GapReport.Status.DONE,
-            summary=summary,
-            sources=summary["sources"],
-            n_cells=rank,
-            finished_at=timezone.now(),
-            dimension_slugs=[d.slug for d in inputs.space.dimensions],
-        )
 
 
 def _copy_escape(values: pa.Array) -> pa.Array:

@@ -120,6 +120,21 @@ def test_stored_cells_keep_labels_with_tabs_backslashes_and_newlines(world_a):
     )
 
 
+def test_deleting_a_report_deletes_its_cells_and_a_deleted_report_gets_none(world_a):
+    from analytics.services.gap import GapReportFailed
+
+    report = world_a.gap_report
+    assert GapCell.objects.filter(report_id=report.pk).exists()
+    report.campaign.gap_reports.filter(pk=report.pk).delete()  # the ORM cascades
+    assert not GapCell.objects.filter(report_id=report.pk).exists()
+
+    gone = GapReport.objects.create(organization=world_a.operator, campaign=world_a.campaign)
+    GapReport.objects.filter(pk=gone.pk).delete()  # deleted while it is being computed
+    with pytest.raises(GapReportFailed, match="deleted while it was computed"):
+        gap_report_build(report=gone)
+    assert not GapCell.objects.filter(report_id=gone.pk).exists()
+
+
 def test_requesting_a_report_runs_it_in_celery_and_records_progress(
     world_a, django_capture_on_commit_callbacks
 ):
