@@ -6,7 +6,7 @@ customer viewers of each): the second organization's objects must be a 404, neve
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -26,6 +26,16 @@ def _eager_celery(settings: Any) -> None:
 def _media_in_tmp(settings: Any, tmp_path_factory: Any) -> None:
     """Uploads, exports and recordings a test writes go to a temporary folder."""
     settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")
+
+
+@pytest.fixture(autouse=True)
+def _side_connections_closed() -> Iterator[None]:
+    """Work beside a gap report keeps its threads' connections; close them after each test,
+    or the test database could not be dropped at the end."""
+    yield
+    from analytics.services.gap_inputs import beside_close
+
+    beside_close()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from campaigns.models import Campaign
 from sites.models import ConditionDimension, ConditionSample, ConditionShare, Deployment
@@ -265,6 +265,7 @@ TRAINING_SQL = """
 
 _pool: tuple[int, ThreadPoolExecutor] | None = None
 _pool_lock = threading.Lock()
+_pool_connections: set[Any] = set()  # the threads' Django connection wrappers
 
 
 def _beside_pool() -> ThreadPoolExecutor:
@@ -276,6 +277,15 @@ def _beside_pool() -> ThreadPoolExecutor:
         if _pool is None or _pool[0] != os.getpid():
             _pool = (os.getpid(), ThreadPoolExecutor(2, thread_name_prefix="beside"))
         return _pool[1]
+
+
+def beside_close() -> None:
+    """Close the side threads' database connections (they reopen on their next job): for
+    whoever must drop the database, e.g. the test run's teardown."""
+    with _pool_lock:
+        for wrapper in _pool_connections:
+            if wrapper.connection is not None:
+                wrapper.connection.close()  # psycopg's own: closable from any thread
 
 
 class Beside:
@@ -305,8 +315,11 @@ class Beside:
             self.seconds = time.perf_counter() - started
 
     def _run_beside(self) -> None:
-        if connection.connection is not None and not connection.is_usable():
-            connection.close()  # e.g. the server restarted since the last job
+        _pool_connections.add(connections[DEFAULT_DB_ALIAS])
+        if connection.connection is not None and (
+            connection.connection.closed or not connection.is_usable()
+        ):
+            connection.close()  # e.g. the server restarted, or beside_close() ran
         try:
             self._run()
         finally:
