@@ -15,7 +15,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import BrinIndex
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import F, Q, Value
+from django.db.models import Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Now
 
 from accounts.models import Membership, Organization, Role, TenantQuerySet
@@ -666,6 +666,20 @@ class GoldLabel(models.Model):
 
 class ReviewQuerySet(TenantQuerySet):
     operator_path = "organization"
+
+    def _visible_to_operator_member(self, membership: Membership) -> ReviewQuerySet:
+        qs = self.filter(organization_id=membership.organization_id)
+        if membership.role == Role.ANNOTATOR:
+            # Feedback on their own work, but never on a gold episode: its accepted labels
+            # are the answer annotators are scored against (gold labels are managers' only).
+            qs = qs.filter(
+                Exists(
+                    Annotation.objects.filter(
+                        episode_id=OuterRef("episode_id"), annotator_id=membership.user_id
+                    )
+                )
+            ).exclude(Exists(GoldLabel.objects.filter(episode_id=OuterRef("episode_id"))))
+        return qs
 
 
 class Review(models.Model):

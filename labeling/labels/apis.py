@@ -529,6 +529,8 @@ class ReviewViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.ReadOn
     base_queryset = Review.objects.all()
     serializer_class = ReviewSerializer
     filterset_fields = ["job", "episode", "decision"]
+    # Annotators see reviews of their own answers, except on gold episodes (ReviewQuerySet).
+    read_roles = LABELLERS
 
     @extend_schema(request=ReviewCreateSerializer, responses={201: ReviewSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:

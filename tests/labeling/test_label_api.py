@@ -135,6 +135,58 @@ def test_a_disagreement_is_listed_for_review_and_resolved_through_the_api(
     )
 
 
+def test_annotators_see_reviews_of_their_own_work_but_never_of_a_gold_episode(
+    media, world_a, client_for
+):
+    dataset, _ = captured_dataset(world_a, 3)
+    job = label_job_create(
+        dataset=dataset,
+        actor=world_a.manager,
+        overlap_share=0,
+        gold_share=0,
+        dimensions=["lighting"],
+    )
+    colleague = member(world_a.operator, Role.ANNOTATOR, "annotator-two-qzalpha")
+    answered: dict[str, list[int]] = {}
+    for user, n in ((world_a.annotator, 2), (colleague, 1)):
+        client = client_for(user)
+        for _ in range(n):
+            a = post(client, f"/api/label-jobs/{job.pk}/next/").json()
+            post(
+                client,
+                "/api/annotations/",
+                {
+                    "assignment": a["id"],
+                    "condition_values": [value(world_a, "bright").pk],
+                    "outcome": "success",
+                },
+            )
+            answered.setdefault(user.username, []).append(a["episode"])
+    manager = client_for(world_a.manager)
+    mine, gold = answered[world_a.annotator.username]
+    (theirs,) = answered[colleague.username]
+    for episode, make_gold in ((mine, False), (gold, True), (theirs, False)):
+        review = post(
+            manager,
+            "/api/reviews/",
+            {
+                "episode": episode,
+                "decision": "accept",
+                "condition_values": [value(world_a, "dim").pk],
+                "outcome": "failure",
+                "make_gold": make_gold,
+            },
+        )
+        assert review.status_code == 201, review.json()
+
+    seen = client_for(world_a.annotator).get(f"/api/reviews/?job={job.pk}").json()
+    rows = seen["results"] if isinstance(seen, dict) else seen
+    assert [r["episode"] for r in rows] == [mine]  # not a colleague's, not the gold one
+    everything = manager.get(f"/api/reviews/?job={job.pk}").json()
+    assert len(everything["results"] if isinstance(everything, dict) else everything) == 3
+    assert client_for(world_a.field).get("/api/reviews/").status_code == 403
+
+
 def test_gold_labels_are_for_managers_only(media, world_a, client_for):
     dataset, episodes = captured_dataset(world_a, 1)
     label_job_create(dataset=dataset, actor=world_a.manager)
