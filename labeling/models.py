@@ -15,7 +15,7 @@ from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import BrinIndex
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Exists, F, OuterRef, Q, Value
+from django.db.models import Count, Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Now
 
 from accounts.models import Membership, Organization, Role, TenantQuerySet
@@ -391,6 +391,28 @@ class RecordingUpload(models.Model):
 
 class LabelJobQuerySet(TenantQuerySet):
     operator_path = "organization"
+
+    def with_counts(self) -> LabelJobQuerySet:
+        """Annotate each job's items by the state of their episode, in one grouped query:
+        ``n_items``, ``n_backlog`` (not labelled yet), ``n_available`` (backlog that still
+        needs an annotator, gold aside), ``n_review``, ``n_accepted``, ``n_rejected``.
+
+        Plain counts (an item joins one episode): add no filter that joins another
+        many-valued relation to the same query, or they would count rows twice."""
+        s = Episode.LabelStatus
+        status = "items__episode__label_status"
+        backlog = Q(**{f"{status}__in": (s.UNLABELLED, s.IN_PROGRESS)})
+        return self.annotate(
+            n_items=Count("items"),
+            n_backlog=Count("items", filter=backlog),
+            n_available=Count(
+                "items",
+                filter=backlog & Q(items__is_gold=False, items__claims__lt=F("items__required")),
+            ),
+            n_review=Count("items", filter=Q(**{status: s.LABELLED})),
+            n_accepted=Count("items", filter=Q(**{status: s.ACCEPTED})),
+            n_rejected=Count("items", filter=Q(**{status: s.REJECTED})),
+        )
 
 
 class LabelJob(models.Model):

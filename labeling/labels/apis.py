@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, Q
 from django.http import FileResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiResponse, extend_schema, extend_schema_field
@@ -275,23 +274,7 @@ class ReviewCaseSerializer(serializers.Serializer):
 
 
 def _job_queryset() -> Any:
-    s = Episode.LabelStatus
-    status_of = "items__episode__label_status"
-    return (
-        LabelJob.objects.select_related("dataset")
-        .annotate(
-            n_items=Count("items", distinct=True),
-            n_backlog=Count(
-                "items",
-                filter=Q(**{f"{status_of}__in": [s.UNLABELLED, s.IN_PROGRESS]}),
-                distinct=True,
-            ),
-            n_review=Count("items", filter=Q(**{status_of: s.LABELLED}), distinct=True),
-            n_accepted=Count("items", filter=Q(**{status_of: s.ACCEPTED}), distinct=True),
-            n_rejected=Count("items", filter=Q(**{status_of: s.REJECTED}), distinct=True),
-        )
-        .order_by("-created_at", "-id")
-    )
+    return LabelJob.objects.select_related("dataset").with_counts().order_by("-created_at", "-id")
 
 
 class LabelJobViewSet(

@@ -792,29 +792,11 @@ class QueueRow:
 def label_queue(*, jobs: Iterable[LabelJob], user_id: int) -> list[QueueRow]:
     """Open jobs with what is left to label and what this person has done (two queries)."""
     job_list = list(jobs)
-    pending = Q(items__episode__label_status__in=PENDING)
     counts: dict[int, Any] = {
         r["pk"]: r
         for r in LabelJob.objects.filter(pk__in=[j.pk for j in job_list])
-        .values("pk")
-        .annotate(
-            n_items=Count("items", distinct=True),
-            n_available=Count(
-                "items",
-                filter=pending & Q(items__is_gold=False, items__claims__lt=F("items__required")),
-                distinct=True,
-            ),
-            n_review=Count(
-                "items",
-                filter=Q(items__episode__label_status=Episode.LabelStatus.LABELLED),
-                distinct=True,
-            ),
-            n_accepted=Count(
-                "items",
-                filter=Q(items__episode__label_status=Episode.LabelStatus.ACCEPTED),
-                distinct=True,
-            ),
-        )
+        .with_counts()
+        .values("pk", "n_items", "n_available", "n_review", "n_accepted")
         .order_by()
     }
     mine: dict[int, dict[str, int]] = defaultdict(lambda: {"done": 0, "open": 0})
