@@ -531,22 +531,24 @@ def _embodiment_of(dataset: Dataset, eligible: QuerySet[Episode]) -> Embodiment 
 
 # --- manifests -----------------------------------------------------------------------------------
 
-MANIFEST_COLUMNS = [
-    "key",
-    "episode_count",
-    "frames",
-    "duration_s",
-    "fps",
-    "outcome",
-    "failure_mode",
-    "task",
-    "site",
-    "embodiment",
-    "storage_uri",
-    "recorded_at",
-    "sync_status",
-    "label_status",
-]
+# Column -> its arrow type. Every column but ``fps`` (the dataset's) is the export row's
+# attribute of the same name; the condition dimensions follow, one column each.
+MANIFEST_COLUMNS = {
+    "key": "string",
+    "episode_count": "int64",
+    "frames": "int64",
+    "duration_s": "float64",
+    "fps": "float64",
+    "outcome": "string",
+    "failure_mode": "string",
+    "task": "string",
+    "site": "string",
+    "embodiment": "string",
+    "storage_uri": "string",
+    "recorded_at": "string",
+    "sync_status": "string",
+    "label_status": "string",
+}
 
 
 def _write_manifest(
@@ -564,22 +566,9 @@ def _write_manifest(
     dimensions = _dimensions(dataset.organization_id)
     taken = set(MANIFEST_COLUMNS)
     dim_columns = [d.slug for d in dimensions if d.slug not in taken]
-    fields = [
-        ("key", pa.string()),
-        ("episode_count", pa.int64()),
-        ("frames", pa.int64()),
-        ("duration_s", pa.float64()),
-        ("fps", pa.float64()),
-        ("outcome", pa.string()),
-        ("failure_mode", pa.string()),
-        ("task", pa.string()),
-        ("site", pa.string()),
-        ("embodiment", pa.string()),
-        ("storage_uri", pa.string()),
-        ("recorded_at", pa.string()),
-        ("sync_status", pa.string()),
-        ("label_status", pa.string()),
-    ] + [(slug, pa.string()) for slug in dim_columns]
+    fields = [(name, pa.type_for_alias(kind)) for name, kind in MANIFEST_COLUMNS.items()] + [
+        (slug, pa.string()) for slug in dim_columns
+    ]
     schema = pa.schema(fields)
     summary = ExportSummary(format=fmt, dataset=dataset.slug, eligibility=eligibility.as_dict())
     outdir.mkdir(parents=True, exist_ok=True)
@@ -593,22 +582,7 @@ def _write_manifest(
     try:
         batch: list[dict[str, Any]] = []
         for r in export_rows(dataset=dataset, single_episodes_only=False):
-            row = {
-                "key": r.key,
-                "episode_count": r.episode_count,
-                "frames": r.frames,
-                "duration_s": r.duration_s,
-                "fps": fps,
-                "outcome": r.outcome,
-                "failure_mode": r.failure_mode,
-                "task": r.task,
-                "site": r.site,
-                "embodiment": r.embodiment,
-                "storage_uri": r.storage_uri,
-                "recorded_at": r.recorded_at,
-                "sync_status": r.sync_status,
-                "label_status": r.label_status,
-            }
+            row = {name: fps if name == "fps" else getattr(r, name) for name in MANIFEST_COLUMNS}
             for slug in dim_columns:
                 row[slug] = r.conditions.get(slug)
             batch.append(row)
