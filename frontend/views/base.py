@@ -6,9 +6,10 @@ from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponseBase, HttpResponseRedirect
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.views.generic import TemplateView
 
 from accounts.models import Membership, Role, membership_of
 
@@ -37,6 +38,28 @@ class MemberView(LoginRequiredMixin):
             raise PermissionDenied("Your role cannot open this page.")
         self.membership = membership
         response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+        return response
+
+
+class JobProgressView(MemberView, TemplateView):
+    """The progress card of a long job (an htmx partial polled by its page): renders
+    ``template_name`` with :meth:`progress_context`, and tells htmx to reload the page once
+    :meth:`finished` says the job has ended, so the page shows the outcome."""
+
+    def progress_context(self, **kwargs: Any) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def finished(self, context: dict[str, Any]) -> bool:
+        job = context.get("job")
+        return job is None or not job.is_active
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        return super().get_context_data(**self.progress_context(**kwargs), **kwargs)
+
+    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
+        response = super().render_to_response(context, **kwargs)
+        if self.finished(context):
+            response["HX-Refresh"] = "true"
         return response
 
 

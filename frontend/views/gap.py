@@ -17,7 +17,7 @@ from analytics.models import GapReport
 from analytics.selectors import gap_cells, gap_compare, gap_heatmap
 from analytics.services.gap import gap_report_request
 from campaigns.models import Campaign
-from frontend.views.base import MANAGERS, MemberView
+from frontend.views.base import MANAGERS, JobProgressView, MemberView
 
 
 def _report_context(report: GapReport) -> dict[str, Any]:
@@ -116,22 +116,19 @@ class GapReportRequest(MemberView, View):
         return redirect("planner:campaign-gap", pk=pk)
 
 
-class GapReportProgress(MemberView, TemplateView):
+class GapReportProgress(JobProgressView):
     roles = MANAGERS
     scoped_model = GapReport
     template_name = "frontend/gap/_progress.html"
 
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+    def progress_context(self, **kwargs: Any) -> dict[str, Any]:
         report = get_object_or_404(
             GapReport.objects.visible_to(self.request.user).select_related("job"), pk=kwargs["pk"]
         )
-        return super().get_context_data(pending=report, **kwargs)
+        return {"pending": report}
 
-    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
-        response = super().render_to_response(context, **kwargs)
-        if context["pending"].status in (GapReport.Status.DONE, GapReport.Status.FAILED):
-            response["HX-Refresh"] = "true"
-        return response
+    def finished(self, context: dict[str, Any]) -> bool:
+        return context["pending"].status in (GapReport.Status.DONE, GapReport.Status.FAILED)
 
 
 class GapCells(MemberView, TemplateView):

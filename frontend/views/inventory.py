@@ -13,7 +13,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Job
-from frontend.views.base import MANAGERS, MemberView
+from frontend.views.base import MANAGERS, JobProgressView, MemberView
 from labeling.importers.errors import ImportFailed
 from labeling.importers.sources import FORMATS
 from labeling.models import Dataset, InventoryImport
@@ -165,22 +165,16 @@ class ImportDetail(MemberView, TemplateView):
         )
 
 
-class ImportProgress(MemberView, TemplateView):
+class ImportProgress(JobProgressView):
     """The progress card of a running import (htmx partial); reloads the page when done."""
 
     roles = MANAGERS
     scoped_model = InventoryImport
     template_name = "frontend/inventory/_progress.html"
 
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+    def progress_context(self, **kwargs: Any) -> dict[str, Any]:
         record = _import_for(self.request.user, kwargs["pk"])
-        return super().get_context_data(record=record, job=record.job, **kwargs)
-
-    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
-        response = super().render_to_response(context, **kwargs)
-        if not context["job"].is_active:
-            response["HX-Refresh"] = "true"
-        return response
+        return {"record": record, "job": record.job}
 
 
 class ImportCancel(MemberView, View):

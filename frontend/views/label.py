@@ -16,7 +16,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Role
-from frontend.views.base import MANAGERS, MemberView
+from frontend.views.base import MANAGERS, JobProgressView, MemberView
 from labeling.labels.exports import (
     ExportError,
     dataset_export_start,
@@ -480,22 +480,16 @@ class ExportDetail(MemberView, TemplateView):
         )
 
 
-class ExportProgress(MemberView, TemplateView):
+class ExportProgress(JobProgressView):
     """The progress card of a running export (htmx partial); reloads the page when done."""
 
     roles = MANAGERS
     scoped_model = DatasetExport
     template_name = "frontend/label/_export_progress.html"
 
-    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+    def progress_context(self, **kwargs: Any) -> dict[str, Any]:
         export = _export_for(self.request.user, kwargs["pk"])
-        return super().get_context_data(export=export, job=export.job, **kwargs)
-
-    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
-        response = super().render_to_response(context, **kwargs)
-        if not context["job"].is_active:
-            response["HX-Refresh"] = "true"
-        return response
+        return {"export": export, "job": export.job}
 
 
 class ExportDownload(MemberView, View):

@@ -27,7 +27,7 @@ from campaigns.services.plan_edit import (
     task_remove,
     task_update,
 )
-from frontend.views.base import MANAGERS, MemberView
+from frontend.views.base import MANAGERS, JobProgressView, MemberView
 
 
 def _float(value: str | None) -> float | None:
@@ -178,13 +178,15 @@ class RoundAction(MemberView, View):
         return redirect("planner:round", pk=round.pk)
 
 
-class RoundJobProgress(MemberView, TemplateView):
+class RoundJobProgress(JobProgressView):
     roles = MANAGERS
     scoped_model = CollectionRound
     template_name = "frontend/rounds/_job.html"
 
-    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        round = get_object_or_404(CollectionRound.objects.visible_to(request.user), pk=kwargs["pk"])
+    def progress_context(self, **kwargs: Any) -> dict[str, Any]:
+        round = get_object_or_404(
+            CollectionRound.objects.visible_to(self.request.user), pk=kwargs["pk"]
+        )
         job = (
             Job.objects.filter(
                 kind="plan",
@@ -194,10 +196,7 @@ class RoundJobProgress(MemberView, TemplateView):
             .order_by("-created_at")
             .first()
         )
-        response = self.render_to_response({"round": round, "job": job})
-        if job is None or not job.is_active:
-            response["HX-Refresh"] = "true"
-        return response
+        return {"round": round, "job": job}
 
 
 class TeamRunSheet(MemberView, TemplateView):

@@ -226,3 +226,18 @@ def test_gap_page_shows_summary_top_gaps_and_heatmap(world_a, client_for):
     assert "Top gaps" in page.content.decode()
     assert heatmap.json()["data"][0]["type"] == "heatmap"
     assert cells.status_code == 200 and "Dim" in cells.content.decode()
+
+
+def test_the_report_progress_card_reloads_the_page_once_the_report_ends(world_a, client_for):
+    pending = GapReport.objects.create(
+        organization=world_a.operator, campaign=world_a.campaign, status=GapReport.Status.RUNNING
+    )
+    client = client_for(world_a.manager)
+
+    running = client.get(f"/planner/gap/{pending.pk}/progress/")
+    GapReport.objects.filter(pk=pending.pk).update(status=GapReport.Status.FAILED)
+    ended = client.get(f"/planner/gap/{pending.pk}/progress/")
+
+    assert running.status_code == ended.status_code == 200
+    assert "HX-Refresh" not in running
+    assert ended["HX-Refresh"] == "true"
