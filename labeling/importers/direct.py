@@ -349,7 +349,7 @@ def _text_options(
     names = [f"c{i}" for i in range(ncols)]
     return (
         pacsv.ReadOptions(
-            column_names=names, skip_rows=1 if skip_header else 0, block_size=4 << 20
+            column_names=names, skip_rows=1 if skip_header else 0, block_size=2 << 20
         ),
         pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False),
         pacsv.ConvertOptions(
@@ -401,7 +401,7 @@ def csv_batches(
 
 
 class _Writer(QueuedLibpqWriter):
-    """psycopg's writer thread, with a shorter queue: about 32 MB (~7 blocks) ahead of the
+    """psycopg's writer thread, with a shorter queue: about 32 MB (~16 blocks) ahead of the
     server instead of 128 MB. The server is the slower half, so a longer queue only holds
     more memory, not more speed."""
 
