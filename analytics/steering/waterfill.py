@@ -8,9 +8,14 @@ Method: the continuous problem is solved exactly by its Lagrangian — at price 
 unit of budget each cell takes ``k_c = max(0, (A_c * b / (lam * cost_c)) ** (1 / (b + 1)) -
 n_c - 1)``, and ``lam`` is found by bisection in log space so the cost just fits. Rounding
 every ``k_c`` down keeps the plan within budget; a greedy top-up then spends what is left
-one episode at a time on the best marginal gain per unit cost that still fits. The result is
-within one episode per cell of the continuous optimum (which bounds the integer one), runs in
-O(cells * log) and is deterministic (ties break by cell index).
+one episode at a time on the best marginal gain per unit cost that still fits. Rounding down
+can leave a whole episode whose gain beats the last one taken in another cell (an episode's
+gain is the average slope over it, not the slope at its end), so an exchange pass then moves
+episodes from the cell whose last one gains least per cost to the cell whose next one gains
+most, while that fits and gains. With equal costs the result is the exact integer optimum
+(every episode taken gains at least as much as any left out); with unequal costs it is within
+one episode per cell of the continuous optimum (which bounds the integer one). Deterministic
+(ties break by cell index).
 """
 
 from __future__ import annotations
@@ -113,7 +118,42 @@ def waterfill(
         k_live[worst] -= 1
     k[live] = k_live
     _top_up(k, amp, n_arr, cost_arr, b, budget, max_topup)
+    if _exchange(k, amp, n_arr, cost_arr, b, budget, max_steps=4 * int(live.sum()) + 16):
+        _top_up(k, amp, n_arr, cost_arr, b, budget, max_topup)
     return k
+
+
+def _exchange(
+    k: IntArray,
+    amp: FloatArray,
+    n: FloatArray,
+    cost: FloatArray,
+    b: float,
+    budget: float,
+    max_steps: int,
+) -> int:
+    """Move single episodes from the cell whose last episode gains least per cost to the cell
+    whose next one gains most, while the move fits the budget and raises the total gain.
+    Returns how many moves it made."""
+    moves = 0
+    live = amp > 0
+    for _ in range(max_steps):
+        next_gain = power_gain(amp, n + k, b, 1)  # gain of one more episode
+        last_gain = np.where(k > 0, power_gain(amp, n + np.maximum(k - 1, 0), b, 1), np.inf)
+        next_ratio = np.where(live, next_gain / cost, -np.inf)
+        last_ratio = last_gain / cost
+        give, take = int(np.argmin(last_ratio)), int(np.argmax(next_ratio))
+        if give == take or not np.isfinite(last_ratio[give]):
+            break
+        if next_ratio[take] <= last_ratio[give] * (1 + 1e-12):
+            break
+        left = budget - float(np.dot(cost, k)) + float(cost[give])
+        if cost[take] > left + _BUDGET_SLACK or next_gain[take] <= last_gain[give]:
+            break
+        k[give] -= 1
+        k[take] += 1
+        moves += 1
+    return moves
 
 
 def _top_up(

@@ -4,7 +4,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from analytics.steering.recommend import (
@@ -198,6 +198,9 @@ def test_allocations_are_whole_non_negative_and_within_budget(case, method, seed
     st.integers(0, 300),
 )
 @settings(max_examples=80, deadline=None)
+# Found by hypothesis: rounding the continuous optimum down spent the budget on episodes that
+# gain less than one left out elsewhere; the exchange pass now moves them.
+@example(cells=[(4.0, 0.0), (4.0, 0.0), (4.0, 0.0), (12.0, 0.0), (90.0, 0.0)], b=0.125, budget=33)
 def test_waterfill_with_unit_costs_matches_the_exact_greedy_optimum(cells, b, budget):
     amp = np.array([c[0] for c in cells])
     n = np.array([c[1] for c in cells])
