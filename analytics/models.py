@@ -190,7 +190,9 @@ class GapCell(models.Model):
     # No index of its own: the unique (report, rank) constraint leads with it. No database
     # constraint either: its deferred check ran once per cell at commit (a fifth of storing
     # a report's thousands of cells). Cells are only written by the report's own store,
-    # which locks and checks its report row first; the ORM still cascades deletes.
+    # which locks and checks its report row first; the ORM still cascades deletes, and a
+    # trigger deletes a report's cells with its row (migration 0007), so cells a concurrent
+    # store commits meanwhile go too.
     report = models.ForeignKey(
         GapReport,
         on_delete=models.CASCADE,

@@ -276,6 +276,7 @@ def _beside_pool() -> ThreadPoolExecutor:
     with _pool_lock:
         if _pool is None or _pool[0] != os.getpid():
             _pool = (os.getpid(), ThreadPoolExecutor(2, thread_name_prefix="beside"))
+            _pool_connections.clear()  # a forked child's are its parent's: never close those
         return _pool[1]
 
 
@@ -315,7 +316,8 @@ class Beside:
             self.seconds = time.perf_counter() - started
 
     def _run_beside(self) -> None:
-        _pool_connections.add(connections[DEFAULT_DB_ALIAS])
+        with _pool_lock:
+            _pool_connections.add(connections[DEFAULT_DB_ALIAS])
         if connection.connection is not None and (
             connection.connection.closed or not connection.is_usable()
         ):
@@ -325,6 +327,12 @@ class Beside:
         finally:
             if connection.connection is not None and connection.in_atomic_block:
                 connection.close()  # never keep a transaction the work left open
+
+    def __enter__(self) -> Beside:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.wait()  # never leave work running (or its error unseen) past the block
 
     def start(self) -> Beside:
         if connection.in_atomic_block:
@@ -355,33 +363,34 @@ def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> Ca
     """Assemble target, training and outcome arrays for a campaign's cells."""
     # PostgreSQL aggregates the inventory (first: it is the long pole) while this process
     # reads the dimensions and builds the targets.
-    coverage = Beside(lambda: _training_rows(campaign.organization_id, campaign.task_id)).start()
-    space = DimensionSpace.build(organization_id=campaign.organization_id, slugs=slugs)
-    deployments = list(campaign.deployments.select_related("site").order_by("pk"))
-    if not deployments:
-        raise ValueError(f"campaign {campaign.slug!r} has no target deployments")
-    embodiment_ids = list(campaign.embodiments.values_list("pk", flat=True))
-    targets = [deployment_target(deployment=d, space=space) for d in deployments]
-    cycles = np.array([d.cycles_per_day for d in deployments], dtype=float)
-    weights = (
-        cycles / cycles.sum()
-        if cycles.sum() > 0
-        else np.full(len(deployments), 1 / len(deployments))
-    )
+    with Beside(lambda: _training_rows(campaign.organization_id, campaign.task_id)) as coverage:
+        # On an error before its result is read, leaving the block waits for the query.
+        space = DimensionSpace.build(organization_id=campaign.organization_id, slugs=slugs)
+        deployments = list(campaign.deployments.select_related("site").order_by("pk"))
+        if not deployments:
+            raise ValueError(f"campaign {campaign.slug!r} has no target deployments")
+        embodiment_ids = list(campaign.embodiments.values_list("pk", flat=True))
+        targets = [deployment_target(deployment=d, space=space) for d in deployments]
+        cycles = np.array([d.cycles_per_day for d in deployments], dtype=float)
+        weights = (
+            cycles / cycles.sum()
+            if cycles.sum() > 0
+            else np.full(len(deployments), 1 / len(deployments))
+        )
 
-    target: dict[tuple[int, ...], float] = {}
-    top: dict[tuple[int, ...], tuple[float, str]] = {}
-    for w, t in zip(weights, targets, strict=True):
-        for key, share in t.shares.items():
-            mass = w * share
-            target[key] = target.get(key, 0.0) + mass
-            if mass > top.get(key, (0.0, ""))[0]:
-                top[key] = (mass, t.deployment.site.name)
+        target: dict[tuple[int, ...], float] = {}
+        top: dict[tuple[int, ...], tuple[float, str]] = {}
+        for w, t in zip(weights, targets, strict=True):
+            for key, share in t.shares.items():
+                mass = w * share
+                target[key] = target.get(key, 0.0) + mass
+                if mass > top.get(key, (0.0, ""))[0]:
+                    top[key] = (mass, t.deployment.site.name)
 
-    # Outcomes are independent of training coverage: gather them while it aggregates.
-    evidence, outcome_rows = _outcome_rows(campaign, deployments, embodiment_ids)
-    projected = _project_sets(space, {r[0] for r in outcome_rows})
-    train_rows = coverage.result()
+        # Outcomes are independent of training coverage: gather them while it aggregates.
+        evidence, outcome_rows = _outcome_rows(campaign, deployments, embodiment_ids)
+        projected = _project_sets(space, {r[0] for r in outcome_rows})
+        train_rows = coverage.result()
     project = space.project
     for _, set_id, _, value_ids in train_rows:
         if set_id not in projected:

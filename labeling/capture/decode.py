@@ -132,13 +132,24 @@ def protobuf_class(channel: Channel) -> Any:
             missing = sorted({d for f in pending for d in f.dependency if not _in_pool(pool, d)})
             raise ValueError(f"protobuf schema {channel.schema_name!r} lacks {', '.join(missing)}")
         for f in added:
-            pool.Add(f)
+            try:
+                pool.Add(f)
+            except Exception as exc:  # upb raises TypeError on a file that does not build
+                raise ValueError(
+                    f"protobuf schema {channel.schema_name!r}: {f.name} does not build ({exc})"
+                ) from exc
             pending.remove(f)
     try:
-        return message_factory.GetMessageClass(pool.FindMessageTypeByName(channel.schema_name))
+        descriptor = pool.FindMessageTypeByName(channel.schema_name)
     except KeyError as exc:
         raise ValueError(
             f"protobuf schema does not define message {channel.schema_name!r}"
+        ) from exc
+    try:
+        return message_factory.GetMessageClass(descriptor)
+    except Exception as exc:
+        raise ValueError(
+            f"protobuf message {channel.schema_name!r} cannot be built ({exc})"
         ) from exc
 
 
@@ -150,32 +161,68 @@ def _in_pool(pool: Any, name: str) -> bool:
     return True
 
 
+def _protobuf_parse(cls: Any, data: bytes) -> Any:
+    try:
+        return cls.FromString(data)
+    except Exception as exc:  # DecodeError, or upb's own errors on malformed input
+        raise ValueError(f"protobuf message does not parse ({exc})") from exc
+
+
 def _protobuf_dict(cls: Any) -> Callable[[bytes], dict[str, Any]]:
     def decode(data: bytes) -> dict[str, Any]:
-        try:
-            message = cls.FromString(data)
-        except DecodeError as exc:
-            raise ValueError(f"protobuf message does not parse ({exc})") from exc
         return json_format.MessageToDict(
-            message, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+            _protobuf_parse(cls, data),
+            preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True,
         )
 
     return decode
 
 
+# Where a protobuf message keeps its capture stamp: (field path, seconds field, nanos field).
+_PROTO_STAMPS = (
+    (("header", "stamp"), ("sec", "seconds"), ("nanosec", "nsec", "nanos")),
+    (("timestamp",), ("seconds", "sec"), ("nanos", "nsec", "nanosec")),
+)
+
+
 def _protobuf_stamp_reader(channel: Channel) -> StampReader | None:
+    """Read the stamp field straight from the parsed message (a camera frame is not turned
+    into a dict, which would base64 its image), found once from the message's descriptor."""
     try:
-        decode = _protobuf_dict(protobuf_class(channel))
+        cls = protobuf_class(channel)
     except ValueError:
         return None
+    for path, sec_names, nsec_names in _PROTO_STAMPS:
+        descriptor = cls.DESCRIPTOR
+        for name in path:
+            field = descriptor.fields_by_name.get(name)
+            descriptor = field.message_type if field is not None else None
+            if descriptor is None:
+                break
+        if descriptor is None:
+            continue
+        sec = next((n for n in sec_names if n in descriptor.fields_by_name), None)
+        nsec = next((n for n in nsec_names if n in descriptor.fields_by_name), None)
+        if sec is None:
+            continue
 
-    def read(data: bytes) -> int | None:
-        try:
-            return _stamp_of(decode(data))
-        except ValueError:
-            return None
+        def read(
+            data: bytes, path: tuple[str, ...] = path, sec: str = sec, nsec: Any = nsec
+        ) -> int | None:
+            try:
+                value = _protobuf_parse(cls, data)
+            except ValueError:
+                return None
+            for name in path:
+                value = getattr(value, name)
+            nanos = int(getattr(value, nsec)) if nsec else 0
+            if not 0 <= nanos < 1_000_000_000:
+                return None
+            return int(getattr(value, sec)) * 1_000_000_000 + nanos
 
-    return read
+        return read
+    return None
 
 
 def stamp_reader_for(channel: Channel) -> StampReader | None:

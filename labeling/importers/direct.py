@@ -86,6 +86,7 @@ _ISO_DATE_RE = (
     r"([ T]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]([.][0-9]{1,6})?)?"
     r"(Z|[+-](0[0-9]|1[0-4])(:?[0-5][0-9])?)?)?$"
 )
+_ZERO_NANOS_RE = r"([.][0-9]{6})0{1,3}(Z|[+-][0-9:]+)?$"
 _HAS_OFFSET_RE = r":[0-9]{2}([.][0-9]+)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 _MAX_DIGITS = 18  # a whole number with more digits goes to the staging path (bigint ends at 19)
 
@@ -153,6 +154,9 @@ def timestamps(values: pa.Array, column: MappedColumn, *, naive_ok: bool) -> pa.
     """ISO 8601 dates and times as UTC microseconds (``timestamp[us]``), as PostgreSQL reads
     them: with an offset, converted; without, in the session's time zone (``naive_ok`` says
     it is UTC). Anything else goes to the staging path."""
+    # Nanoseconds that are all zeros (Parquet's timestamp[ns] written as text) say nothing
+    # PostgreSQL would keep: microseconds are its resolution.
+    values = pc.replace_substring_regex(values, _ZERO_NANOS_RE, r"\1\2")
     _fits(values, _ISO_DATE_RE, column, "an ISO 8601 date the direct load reads")
     aware = pc.match_substring_regex(values, _HAS_OFFSET_RE)
     if not naive_ok and not _all(pc.or_kleene(pc.is_null(values), aware)):

@@ -7,6 +7,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
 from django.db.models import Q, Sum
 
 from analytics.models import GapCell, GapReport
@@ -127,6 +128,16 @@ def test_deleting_a_report_deletes_its_cells_and_a_deleted_report_gets_none(worl
     assert GapCell.objects.filter(report_id=report.pk).exists()
     report.campaign.gap_reports.filter(pk=report.pk).delete()  # the ORM cascades
     assert not GapCell.objects.filter(report_id=report.pk).exists()
+
+    # The database deletes cells with their report even when the ORM's cascade did not see
+    # them (a store that committed while the deletion ran): here, a bare SQL delete.
+    other = gap_report_build(
+        report=GapReport.objects.create(organization=world_a.operator, campaign=world_a.campaign)
+    )
+    assert GapCell.objects.filter(report_id=other.pk).exists()
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM analytics_gapreport WHERE id = %s", [other.pk])
+    assert not GapCell.objects.filter(report_id=other.pk).exists()
 
     gone = GapReport.objects.create(organization=world_a.operator, campaign=world_a.campaign)
     GapReport.objects.filter(pk=gone.pk).delete()  # deleted while it is being computed

@@ -189,3 +189,26 @@ def test_a_protobuf_schema_missing_a_file_it_imports_is_reported(tmp_path):
     )
     garbage = Channel(fx.JOINT_TOPIC, fx.PROTO_JOINT_STATE, "protobuf", "protobuf", b"\xff\x00")
     assert joint_decoder_for(garbage)[0] is None
+
+
+def test_a_protobuf_schema_that_does_not_build_is_undecodable_not_a_crash():
+    from google.protobuf import descriptor_pb2
+
+    from labeling.capture.decode import joint_decoder_for, stamp_reader_for
+    from labeling.capture.reader import Channel
+
+    broken = descriptor_pb2.FileDescriptorSet.FromString(fx.joint_state_descriptors())
+    field = broken.file[0].message_type[0].field.add(name="pose", number=9)
+    field.type = descriptor_pb2.FieldDescriptorProto.TYPE_MESSAGE
+    field.type_name = ".fieldcraft.test.Missing"  # a type no file defines
+    channel = Channel(
+        fx.JOINT_TOPIC, fx.PROTO_JOINT_STATE, "protobuf", "protobuf", broken.SerializeToString()
+    )
+
+    decode, reason = joint_decoder_for(channel)
+
+    assert decode is None
+    assert reason.startswith(
+        "protobuf schema 'fieldcraft.test.JointState': fieldcraft/test/joint_state.proto does not build"
+    )
+    assert stamp_reader_for(channel) is None  # the stream is checked on log times instead

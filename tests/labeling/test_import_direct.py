@@ -147,6 +147,34 @@ def test_both_paths_read_dates_and_times_alike(world_a, tmp_path, monkeypatch):
     assert at["dx"] is None
 
 
+def test_parquet_nanosecond_timestamps_load_directly_and_alike(world_a, tmp_path, monkeypatch):
+    """pandas writes timestamp[ns]; as text that is 9 fractional digits, 3 of them zeros."""
+    import datetime as dt
+
+    at = [dt.datetime(2024, 6, 30, 9, 0, 5, 123456), dt.datetime(2024, 7, 1), None]
+    path = tmp_path / "ns.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "key": ["n1", "n2", "n3"],
+                "naive": pa.array(at, pa.timestamp("ns")),
+                "aware": pa.array(at, pa.timestamp("ns", tz="UTC")),
+            }
+        ),
+        path,
+    )
+    for column in ("naive", "aware"):
+        mapping = ["key=key", f"{column}=recorded_at"]
+        fast = run(world_a, path, f"Direct {column}", mapping=mapping)
+        monkeypatch.setattr(direct, "ENABLED", False)
+        run(world_a, path, f"Staged {column}", mapping=mapping)
+        monkeypatch.setattr(direct, "ENABLED", True)
+        assert fast.summary["path"] == {"direct": True, "why": None}, column
+        assert stored(f"Direct {column}") == stored(f"Staged {column}")
+        first = stored(f"Direct {column}")[0][6]
+        assert first.isoformat() == "2024-06-30T09:00:05.123456+00:00"
+
+
 def test_a_date_outside_the_direct_loads_forms_goes_to_postgresql(world_a, tmp_path):
     path = tmp_path / "odd.csv"
     path.write_text("key,recorded\na,2024-06-30 09:00:00.1234567\nb,2024-06-30\n")
