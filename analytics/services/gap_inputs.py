@@ -93,11 +93,6 @@ class DimensionSpace:
             for i, (d, c) in enumerate(zip(self.dimensions, key, strict=True))
         }
 
-    def slugs_json(self, key: tuple[int, ...]) -> str:
-        """The same mapping as :meth:`slugs`, serialised (slugs need no JSON escaping)."""
-        parts = [f'{self._json_keys[i]}: "{self._slugs[i][c]}"' for i, c in enumerate(key)]
-        return "{" + ", ".join(parts) + "}"
-
     # Whole columns at once, for storing thousands of cells: ``codes`` is (cells × dimensions).
 
     def value_id_literals(self, codes: np.ndarray) -> pa.Array:
@@ -117,7 +112,7 @@ class DimensionSpace:
         return pc.binary_join_element_wise("{", joined, "}", "")
 
     def slugs_json_texts(self, codes: np.ndarray) -> pa.Array:
-        """Each row's :meth:`slugs_json`."""
+        """Each row's :meth:`slugs` as JSON text (slugs need no JSON escaping)."""
         parts = [
             pc.take(
                 pa.array([f'{self._json_keys[i]}: "{slug}"' for slug in self._slugs[i]]),

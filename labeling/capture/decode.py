@@ -14,13 +14,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from google.protobuf import (
-    descriptor_pb2,
-    descriptor_pool,
-    json_format,
-    message_factory,
-    timestamp_pb2,
-)
+from google.protobuf import descriptor_pb2, descriptor_pool, json_format, message_factory
 from google.protobuf.message import DecodeError
 from mcap.records import Schema
 from mcap_ros2.decoder import DecoderFactory
@@ -89,27 +83,12 @@ def _json_stamp(data: bytes) -> int | None:
         return None
     if not isinstance(value, dict):
         return None
-    return _stamp_of(value)
-
-
-def _stamp_of(value: Mapping[str, Any]) -> int | None:
-    """The capture stamp of a decoded message: ROS ``header.stamp`` (sec, nanosec) or a
-    foxglove-style ``timestamp`` (sec/nsec, or protobuf's seconds/nanos)."""
     header = value.get("header")
     stamp = header.get("stamp") if isinstance(header, dict) else value.get("timestamp")
-    if isinstance(stamp, str):  # protobuf's google.protobuf.Timestamp, as RFC 3339 text
-        try:
-            parsed = timestamp_pb2.Timestamp()
-            parsed.FromJsonString(stamp)
-        except ValueError:
-            return None
-        return parsed.seconds * 1_000_000_000 + parsed.nanos
     if not isinstance(stamp, dict):
         return None
-    sec = stamp.get("sec", stamp.get("seconds"))
-    nanosec = stamp.get("nanosec", stamp.get("nsec", stamp.get("nanos", 0)))
-    if isinstance(sec, str) and sec.lstrip("-").isdigit():  # protobuf's JSON form of int64
-        sec = int(sec)
+    sec = stamp.get("sec")
+    nanosec = stamp.get("nanosec", stamp.get("nsec", 0))
     if not isinstance(sec, int) or not isinstance(nanosec, int):
         return None
     return sec * 1_000_000_000 + nanosec

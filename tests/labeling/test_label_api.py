@@ -26,6 +26,22 @@ def post(client, url, data=None):
     return client.post(url, data or {}, content_type="application/json")
 
 
+def claim_and_answer(client, world, job, slug):
+    """Claim the next episode of ``job`` through the API and label it ``slug``; its id."""
+    claimed = post(client, f"/api/label-jobs/{job.pk}/next/").json()
+    answered = post(
+        client,
+        "/api/annotations/",
+        {
+            "assignment": claimed["id"],
+            "condition_values": [value(world, slug).pk],
+            "outcome": "success",
+        },
+    )
+    assert answered.status_code == 201, answered.json()
+    return claimed["episode"]
+
+
 def test_a_manager_creates_a_job_and_annotators_label_through_the_api(media, world_a, client_for):
     dataset, _ = captured_dataset(world_a, 2)
     manager = client_for(world_a.manager)
@@ -95,17 +111,7 @@ def test_a_disagreement_is_listed_for_review_and_resolved_through_the_api(
     )
     colleague = member(world_a.operator, Role.ANNOTATOR, "annotator-two-qzalpha")
     for user, slug in ((world_a.annotator, "bright"), (colleague, "dim")):
-        client = client_for(user)
-        a = post(client, f"/api/label-jobs/{job.pk}/next/").json()
-        post(
-            client,
-            "/api/annotations/",
-            {
-                "assignment": a["id"],
-                "condition_values": [value(world_a, slug).pk],
-                "outcome": "success",
-            },
-        )
+        claim_and_answer(client_for(user), world_a, job, slug)
     manager = client_for(world_a.manager)
 
     queue = manager.get(f"/api/label-jobs/{job.pk}/review-queue/")
@@ -147,24 +153,11 @@ def test_annotators_see_reviews_of_their_own_work_but_never_of_a_gold_episode(
         dimensions=["lighting"],
     )
     colleague = member(world_a.operator, Role.ANNOTATOR, "annotator-two-qzalpha")
-    answered: dict[str, list[int]] = {}
-    for user, n in ((world_a.annotator, 2), (colleague, 1)):
-        client = client_for(user)
-        for _ in range(n):
-            a = post(client, f"/api/label-jobs/{job.pk}/next/").json()
-            post(
-                client,
-                "/api/annotations/",
-                {
-                    "assignment": a["id"],
-                    "condition_values": [value(world_a, "bright").pk],
-                    "outcome": "success",
-                },
-            )
-            answered.setdefault(user.username, []).append(a["episode"])
+    mine, gold = (
+        claim_and_answer(client_for(world_a.annotator), world_a, job, "bright") for _ in range(2)
+    )
+    theirs = claim_and_answer(client_for(colleague), world_a, job, "bright")
     manager = client_for(world_a.manager)
-    mine, gold = answered[world_a.annotator.username]
-    (theirs,) = answered[colleague.username]
     for episode, make_gold in ((mine, False), (gold, True), (theirs, False)):
         review = post(
             manager,
