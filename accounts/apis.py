@@ -10,11 +10,12 @@ from django.db import IntegrityError, models, transaction
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.models import Job, Organization, membership_of
+from accounts.permissions import MANAGERS
 
 
 @extend_schema_field(
@@ -70,15 +71,155 @@ class ScopedViewSetMixin:
         membership = membership_of(self.request.user)
         assert membership is not None  # the permission class guarantees it
         model = serializer.Meta.model  # type: ignore[attr-defined]
+        same_customer_check(serializer)
         with unique_violations_as_400(model):
             if any(f.name == "organization" for f in model._meta.fields):
-                serializer.save(organization=membership.organization)
+                instance = serializer.save(organization=membership.organization)
             else:
-                serializer.save()
+                instance = serializer.save()
+            _audit(self.request, "create", instance, serializer.validated_data)
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
+        same_customer_check(serializer)
         with unique_violations_as_400(serializer.Meta.model):  # type: ignore[attr-defined]
-            serializer.save()
+            instance = serializer.save()
+            _audit(self.request, "update", instance, serializer.validated_data)
+
+    def perform_destroy(self, instance: models.Model) -> None:
+        from django.db.models import ProtectedError
+
+        try:
+            with transaction.atomic():
+                _audit(self.request, "delete", instance, {})
+                instance.delete()
+        except ProtectedError as exc:
+            raise Conflict(_still_used(instance, exc)) from exc
+
+
+def customer_of(obj: Any) -> int | None:
+    """The customer organization an object belongs to, by its queryset's ``customer_path``
+    (None for objects no customer owns, such as a partner's collection site)."""
+    if isinstance(obj, Organization):
+        return obj.pk if obj.kind == Organization.Kind.CUSTOMER else None
+    path = getattr(type(obj)._default_manager.get_queryset(), "customer_path", None)
+    if not path:
+        return None
+    *hops, last = path.split("__")
+    value = obj
+    for hop in hops:
+        value = getattr(value, hop, None)
+        if value is None:
+            return None
+    return cast(int | None, getattr(value, f"{last}_id", None))
+
+
+def same_customer_check(serializer: serializers.BaseSerializer) -> None:
+    """Refuse a write that links objects of different customers, or moves an object to
+    another customer: 400 naming each field whose object belongs elsewhere.
+
+    The object's customer is the stored one (a write never moves an object to another
+    customer) or, for a new object, the one its model's ``customer_path`` leads to. Every
+    related field of the serializer counts, with its new value or, when the write leaves it
+    alone, the stored one. Objects no customer owns link freely.
+    """
+    from rest_framework.relations import ManyRelatedField, RelatedField
+
+    instance = serializer.instance
+    data = serializer.validated_data  # type: ignore[attr-defined]
+    links: list[tuple[str, Any]] = []
+    for name, field in serializer.fields.items():  # type: ignore[attr-defined]
+        if field.read_only or not isinstance(field, RelatedField | ManyRelatedField):
+            continue
+        source = field.source
+        if source in data:
+            value = data[source]
+        elif instance is not None and not isinstance(field, ManyRelatedField):
+            value = getattr(instance, source, None)
+        elif instance is not None:
+            value = list(getattr(instance, source).all())
+        else:
+            continue
+        for obj in value if isinstance(value, list | tuple) else [value]:
+            if obj is not None and customer_of(obj) is not None:
+                links.append((name, obj))
+    owner = customer_of(instance) if instance is not None else _owner_of_new(serializer, data)
+    if owner is None:
+        return
+    foreign = [(name, obj, customer_of(obj)) for name, obj in links if customer_of(obj) != owner]
+    if not foreign:
+        return
+    ids = {owner, *(theirs for _, _, theirs in foreign)}
+    names = dict(Organization.objects.filter(pk__in=ids).values_list("pk", "name"))
+    errors: dict[str, list[str]] = {}
+    for name, obj, theirs in foreign:
+        errors.setdefault(name, []).append(
+            f"{obj._meta.verbose_name.capitalize()} '{obj}' belongs to customer "
+            f"{names.get(theirs, theirs)}, not {names.get(owner, owner)}: a write links "
+            "objects of one customer only."
+        )
+    raise ValidationError(errors)
+
+
+def _owner_of_new(serializer: serializers.BaseSerializer, data: dict[str, Any]) -> int | None:
+    """The customer a new object will belong to, by its model's ``customer_path`` (None for
+    objects no customer owns, which may then link objects of several customers)."""
+    model = serializer.Meta.model  # type: ignore[attr-defined]
+    path = getattr(model._default_manager.get_queryset(), "customer_path", None)
+    if not path:
+        return None
+    hop = path.split("__")[0]
+    value = data.get(hop)
+    if value is None or isinstance(value, list | tuple):
+        return None
+    return customer_of(model(**{hop: value}))
+
+
+class Conflict(APIException):
+    status_code = 409
+    default_detail = "The change conflicts with the current state."
+
+
+def _still_used(instance: models.Model, exc: Exception) -> str:
+    from collections import Counter
+
+    users = Counter(
+        str(obj._meta.verbose_name_plural) for obj in getattr(exc, "protected_objects", ())
+    )
+    listed = ", ".join(f"{n} {name}" for name, n in sorted(users.items()))
+    return (
+        f"{instance._meta.verbose_name.capitalize()} '{instance}' is still used by {listed}; "
+        "remove or move those first."
+    )
+
+
+def _audit(request: Request, verb: str, instance: models.Model, data: Any) -> None:
+    """Record a generic API write in the audit trail, with the fields the client sent."""
+    from accounts.services import audit_record
+
+    membership = membership_of(request.user)
+    if membership is None:
+        return
+    changes = {
+        name: (
+            [getattr(v, "pk", v) for v in value]
+            if isinstance(value, list | tuple)
+            else getattr(value, "pk", value)
+        )
+        for name, value in dict(data or {}).items()
+    }
+    audit_record(
+        organization=membership.organization,
+        actor=request.user,
+        verb=f"api_{verb}",
+        obj=instance,
+        changes=_jsonable(changes),
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    import json
+
+    return json.loads(json.dumps(value, default=str))
 
 
 @contextmanager
@@ -157,6 +298,8 @@ class JobViewSet(
 
     base_queryset = Job.objects.all()
     serializer_class = JobSerializer
+    # Imports, reports, plans and exports are started and followed on the manager's pages.
+    read_roles = MANAGERS
     filterset_fields = ["kind", "status"]
     ordering_fields = ["created_at"]
 

@@ -13,6 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.apis import JobSerializer, ScopedRelatedField, ScopedViewSetMixin
+from accounts.permissions import MANAGERS, PLANNERS_AND_CUSTOMERS
 from analytics.models import (
     EvaluationResult,
     EvaluationRun,
@@ -106,6 +107,7 @@ class GapReportViewSet(
 
     base_queryset = GapReport.objects.select_related("job").order_by("-created_at")
     serializer_class = GapReportSerializer
+    read_roles = PLANNERS_AND_CUSTOMERS
     filterset_fields = ["campaign", "status"]
 
     @extend_schema(request=GapReportRequestSerializer, responses={202: GapReportSerializer})
@@ -238,6 +240,7 @@ class PolicyVersionViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
         "trained_on_datasets", "trained_on_rounds"
     ).order_by("-created_at")
     serializer_class = PolicyVersionSerializer
+    read_roles = MANAGERS
     filterset_fields = ["embodiment", "slug"]
 
 
@@ -288,6 +291,7 @@ class EvaluationRunViewSet(
         .order_by("-evaluated_on", "-id")
     )
     serializer_class = EvaluationRunSerializer
+    read_roles = PLANNERS_AND_CUSTOMERS
     filterset_fields = ["policy_version", "deployment"]
 
     @extend_schema(request=EvaluationImportSerializer, responses={201: EvaluationRunSerializer})
@@ -345,4 +349,5 @@ class RoundImpactViewSet(
 
     base_queryset = RoundImpactReport.objects.order_by("-created_at")
     serializer_class = RoundImpactSerializer
+    read_roles = PLANNERS_AND_CUSTOMERS
     filterset_fields = ["round"]

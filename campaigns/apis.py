@@ -19,6 +19,7 @@ from accounts.apis import (
     ScopedRelatedField,
     ScopedViewSetMixin,
 )
+from accounts.permissions import FIELD_ROLES, PLANNERS_AND_CUSTOMERS
 from campaigns.models import (
     Campaign,
     CaptureTarget,
@@ -76,6 +77,7 @@ class CampaignViewSet(ScopedModelViewSet):
         "embodiments", "deployments"
     )
     serializer_class = CampaignSerializer
+    read_roles = PLANNERS_AND_CUSTOMERS
     filterset_fields = ["status", "customer__slug", "slug"]
     search_fields = ["name", "slug"]
     ordering_fields = ["start_date", "name"]
@@ -136,6 +138,7 @@ class RoundViewSet(
         .order_by("campaign_id", "number")
     )
     serializer_class = RoundSerializer
+    read_roles = PLANNERS_AND_CUSTOMERS
     filterset_fields = ["campaign", "status"]
     ordering_fields = ["number", "created_at"]
 
@@ -202,6 +205,7 @@ class FieldTeamSerializer(serializers.ModelSerializer):
 class FieldTeamViewSet(ScopedModelViewSet):
     base_queryset = FieldTeam.objects.prefetch_related("embodiments")
     serializer_class = FieldTeamSerializer
+    read_roles = FIELD_ROLES
     filterset_fields = ["slug"]
     search_fields = ["name", "home_base"]
 
@@ -263,6 +267,7 @@ class TargetViewSet(
         .order_by("round_id", "-priority", "id")
     )
     serializer_class = TargetSerializer
+    read_roles = PLANNERS_AND_CUSTOMERS
     filterset_fields = ["round", "locked"]
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
@@ -369,6 +374,7 @@ class CollectionTaskViewSet(
         .order_by("scheduled_date", "start_at", "id")
     )
     serializer_class = CollectionTaskSerializer
+    read_roles = PLANNERS_AND_CUSTOMERS
     filterset_fields = ["round", "team", "status", "scheduled_date", "locked"]
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:

@@ -97,6 +97,7 @@ class CollectionTaskRecordings(ScopedViewSetMixin, viewsets.GenericViewSet):
 
     base_queryset = CollectionTask.objects.select_related("round", "embodiment")
     serializer_class = TaskRecordingSerializer
+    read_roles = frozenset({Role.MANAGER, Role.FIELD})
     write_roles = frozenset({Role.MANAGER, Role.FIELD})
 
     @extend_schema(responses=TaskRecordingSerializer(many=True))
@@ -154,6 +155,7 @@ class RecordingUploadViewSet(
     base_queryset = RecordingUpload.objects.all()
     serializer_class = UploadSerializer
     parser_classes = [OctetStreamParser]
+    read_roles = frozenset({Role.MANAGER, Role.FIELD})
     write_roles = frozenset({Role.MANAGER, Role.FIELD})
 
     def get_queryset(self) -> Any:

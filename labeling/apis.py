@@ -13,8 +13,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.apis import ScopedViewSetMixin
-from accounts.models import Role, membership_of
+from accounts.models import membership_of
 from accounts.pagination import LargeListPagination
+from accounts.permissions import MANAGERS
 from labeling.importers.errors import ImportFailed
 from labeling.importers.sources import FORMATS
 from labeling.models import Dataset, Episode, InventoryImport
@@ -146,6 +147,7 @@ class InventoryImportViewSet(
     parser_classes = [MultiPartParser, FormParser, JSONParser]
     filterset_fields = ["format", "dataset"]
     ordering_fields = ["created_at"]
+    read_roles = MANAGERS
 
     @extend_schema(
         request=InventoryImportCreateSerializer, responses={202: InventoryImportSerializer}
@@ -264,6 +266,8 @@ class DatasetViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     """Datasets with their episode totals; the detail adds episodes per condition and site."""
 
     base_queryset = Dataset.objects.all()
+    # As the inventory pages: the training-data inventory is the manager's.
+    read_roles = MANAGERS
     filterset_fields = ["source", "slug", "embodiment"]
     search_fields = ["name", "slug"]
     ordering_fields = ["name", "updated_at"]
@@ -319,7 +323,7 @@ class EpisodeViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     serializer_class = EpisodeSerializer
     # Annotators work through their assignments; the raw inventory (with accepted and gold
     # labels) is for managers, so a gold episode's answer cannot be looked up.
-    read_roles = frozenset({Role.MANAGER})
+    read_roles = MANAGERS
     pagination_class = LargeListPagination
     filterset_fields = ["dataset", "site", "embodiment", "task", "outcome", "label_status"]
     ordering_fields: list[str] = []

@@ -10,6 +10,7 @@ from rest_framework import serializers
 from accounts.apis import CustomerField, LocalTimeField, ScopedModelViewSet, ScopedRelatedField
 from accounts.models import Role
 from accounts.pagination import LargeListPagination
+from accounts.permissions import FIELD_ROLES
 from sites.models import (
     AccessWindow,
     ActionDimension,
@@ -365,4 +366,6 @@ class FailureRecordViewSet(ScopedModelViewSet):
         "occurred_at": ["gte", "lt"],
     }
     pagination_class = LargeListPagination
-    write_roles = frozenset({Role.MANAGER, Role.FIELD})
+    # Field teams report failures they see; correcting or removing a record is the manager's.
+    read_roles = frozenset({Role.MANAGER, Role.FIELD, Role.VIEWER})
+    action_roles = {"create": FIELD_ROLES}

@@ -12,6 +12,9 @@ from django.urls import reverse
 from django.views.generic import TemplateView
 
 from accounts.models import Membership, Role, membership_of
+from accounts.permissions import MANAGERS
+
+__all__ = ["HOME_BY_ROLE", "MANAGERS", "JobProgressView", "MemberView", "home"]
 
 HOME_BY_ROLE = {
     Role.MANAGER: "planner:home",
@@ -61,10 +64,6 @@ class JobProgressView(MemberView, TemplateView):
         if self.finished(context):
             response["HX-Refresh"] = "true"
         return response
-
-
-MANAGERS = frozenset({Role.MANAGER})
-OPERATOR_STAFF = frozenset({Role.MANAGER, Role.FIELD, Role.ANNOTATOR})
 
 
 def home(request: HttpRequest) -> HttpResponseRedirect:

@@ -20,6 +20,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Role
+from accounts.permissions import FIELD_ROLES
 from campaigns.field.selectors import (
     FIELD_STATUSES,
     SYNC_DAYS_AHEAD,
@@ -28,8 +29,6 @@ from campaigns.field.selectors import (
 )
 from campaigns.models import CollectionRound, CollectionTask, FieldRecord, FieldTeam
 from frontend.views.base import MANAGERS, MemberView
-
-FIELD_ROLES = frozenset({Role.FIELD, Role.MANAGER})
 
 # Everything the tablet needs to start offline. The service worker precaches these under a
 # cache name derived from their content, so a deploy replaces the whole set at once.

@@ -16,6 +16,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Role
+from accounts.permissions import LABELLERS
 from frontend.views.base import MANAGERS, JobProgressView, MemberView
 from labeling.labels.exports import (
     ExportError,
@@ -44,7 +45,6 @@ from labeling.labels.services import (
 )
 from labeling.models import Dataset, DatasetExport, Episode, LabelAssignment, LabelJob
 
-LABELLERS = frozenset({Role.MANAGER, Role.ANNOTATOR})
 MEDIA_READERS = frozenset({Role.MANAGER, Role.ANNOTATOR, Role.FIELD})
 
 

@@ -15,11 +15,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.apis import ScopedRelatedField, ScopedViewSetMixin
-from accounts.models import Role
+from accounts.models import membership_of
 from accounts.pagination import LargeListPagination
+from accounts.permissions import LABELLERS, MANAGERS
 from labeling.labels.exports import FORMATS, ExportError, dataset_export_start, export_file
 from labeling.labels.selectors import job_stats, label_schema, review_queue
 from labeling.labels.services import (
+    AlreadyDecided,
     LabelingError,
     annotation_submit,
     assignment_skip,
@@ -40,8 +42,13 @@ from labeling.models import (
     Review,
 )
 
-LABELLERS = frozenset({Role.MANAGER, Role.ANNOTATOR})
-MANAGERS = frozenset({Role.MANAGER})
+
+def _sees_label_status(context: dict[str, Any]) -> bool:
+    """Managers see an episode's label status; annotators do not, since on a claim it would
+    tell a gold episode (already accepted) from an ordinary one."""
+    request = context.get("request")
+    membership = membership_of(request.user) if request is not None else None
+    return membership is not None and membership.role in MANAGERS
 
 
 def _bad(exc: Exception, code: int = status.HTTP_400_BAD_REQUEST) -> Response:
@@ -186,14 +193,19 @@ class JobStatsSerializer(serializers.Serializer):
 
 
 class LabelJobDetailSerializer(LabelJobSerializer):
-    stats = serializers.SerializerMethodField()
+    stats = serializers.SerializerMethodField(
+        help_text="Throughput, agreement and each annotator's accuracy: managers only (null "
+        "for annotators, as the job page is the manager's)."
+    )
 
     class Meta(LabelJobSerializer.Meta):
         fields = [*LabelJobSerializer.Meta.fields, "stats"]
         read_only_fields = fields
 
-    @extend_schema_field(JobStatsSerializer)
-    def get_stats(self, obj: LabelJob) -> dict[str, Any]:
+    @extend_schema_field(JobStatsSerializer(allow_null=True))
+    def get_stats(self, obj: LabelJob) -> dict[str, Any] | None:
+        if not _sees_label_status(self.context):
+            return None
         stats = job_stats(job=obj)
         p = stats.progress
         return {
@@ -237,9 +249,25 @@ class LabelJobDetailSerializer(LabelJobSerializer):
         }
 
 
-class LabelAssignmentSerializer(serializers.ModelSerializer):
+class _LabelStatusField(serializers.SerializerMethodField):
+    """The episode's label status for managers, null for annotators (see _sees_label_status)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("help_text", "The episode's label status; null unless a manager asks.")
+        super().__init__(method_name="get_label_status", **kwargs)
+
+
+class _LabelStatusMixin:
+    context: dict[str, Any]
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_label_status(self, obj: Any) -> str | None:
+        return obj.episode.label_status if _sees_label_status(self.context) else None
+
+
+class LabelAssignmentSerializer(_LabelStatusMixin, serializers.ModelSerializer):
     episode_key = serializers.CharField(source="episode.key", read_only=True)
-    label_status = serializers.CharField(source="episode.label_status", read_only=True)
+    label_status = _LabelStatusField()
     annotation = serializers.SerializerMethodField()
 
     class Meta:
@@ -293,9 +321,10 @@ class LabelJobViewSet(
     filterset_fields = ["dataset", "status"]
     http_method_names = ["get", "post", "patch", "head", "options"]
 
-    @property
-    def write_roles(self) -> frozenset[str]:
-        return LABELLERS if self.action == "next" else MANAGERS
+    # Annotators find their jobs and claim from them; the review queue (every annotator's
+    # answers and notes) and the settings are the manager's, as on the pages.
+    read_roles = LABELLERS
+    action_roles = {"next": LABELLERS, "review_queue": MANAGERS}
 
     def get_queryset(self) -> Any:
         return _job_queryset().visible_to(self.request.user)
@@ -346,7 +375,7 @@ class LabelJobViewSet(
         if assignment is None:
             return Response(status=status.HTTP_204_NO_CONTENT)
         assignment = LabelAssignment.objects.select_related("episode").get(pk=assignment.pk)
-        return Response(LabelAssignmentSerializer(assignment).data)
+        return Response(LabelAssignmentSerializer(assignment, context={"request": request}).data)
 
     @extend_schema(request=None, responses=ReviewCaseSerializer(many=True))
     @action(detail=True, methods=["get"], url_path="review-queue")
@@ -386,6 +415,7 @@ class LabelAssignmentViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     pagination_class = LargeListPagination
     filterset_fields = ["job", "status", "annotator", "episode"]
     ordering_fields: list[str] = []
+    read_roles = LABELLERS
     write_roles = LABELLERS
 
     @extend_schema(request=None, responses=LabelAssignmentSerializer)
@@ -396,15 +426,16 @@ class LabelAssignmentViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
             assignment_skip(assignment=assignment, actor=request.user)
         except LabelingError as exc:
             return _bad(exc, status.HTTP_409_CONFLICT)
-        return Response(LabelAssignmentSerializer(self.get_queryset().get(pk=assignment.pk)).data)
+        assignment = self.get_queryset().get(pk=assignment.pk)
+        return Response(LabelAssignmentSerializer(assignment, context={"request": request}).data)
 
 
-class AnnotationSerializer(serializers.ModelSerializer):
+class AnnotationSerializer(_LabelStatusMixin, serializers.ModelSerializer):
     job = serializers.IntegerField(source="assignment.job_id", read_only=True)
     condition_values = serializers.ListField(
         source="value_ids", child=serializers.IntegerField(), read_only=True
     )
-    label_status = serializers.CharField(source="episode.label_status", read_only=True)
+    label_status = _LabelStatusField()
 
     class Meta:
         model = Annotation
@@ -444,6 +475,7 @@ class AnnotationViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Re
     pagination_class = LargeListPagination
     filterset_fields = ["episode", "annotator", "assignment__job"]
     ordering_fields: list[str] = []
+    read_roles = LABELLERS
     write_roles = LABELLERS
 
     @extend_schema(request=AnnotationCreateSerializer, responses={201: AnnotationSerializer})
@@ -465,7 +497,9 @@ class AnnotationViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Re
         except LabelingError as exc:
             return _bad(exc)
         return Response(
-            AnnotationSerializer(self.base_queryset.get(pk=annotation.pk)).data,
+            AnnotationSerializer(
+                self.base_queryset.get(pk=annotation.pk), context={"request": request}
+            ).data,
             status=status.HTTP_201_CREATED,
         )
 
@@ -515,7 +549,13 @@ class ReviewViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.ReadOn
     # Annotators see reviews of their own answers, except on gold episodes (ReviewQuerySet).
     read_roles = LABELLERS
 
-    @extend_schema(request=ReviewCreateSerializer, responses={201: ReviewSerializer})
+    @extend_schema(
+        request=ReviewCreateSerializer,
+        responses={
+            201: ReviewSerializer,
+            409: OpenApiResponse(description="The episode was decided already."),
+        },
+    )
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         incoming = ReviewCreateSerializer(data=request.data, context={"request": request})
         incoming.is_valid(raise_exception=True)
@@ -531,6 +571,8 @@ class ReviewViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.ReadOn
                 reason=data["reason"],
                 make_gold=data["make_gold"],
             )
+        except AlreadyDecided as exc:
+            return _bad(exc, status.HTTP_409_CONFLICT)
         except LabelingError as exc:
             return _bad(exc)
         return Response(ReviewSerializer(review).data, status=status.HTTP_201_CREATED)
@@ -557,6 +599,8 @@ class GoldLabelViewSet(ScopedViewSetMixin, mixins.CreateModelMixin, viewsets.Rea
     base_queryset = GoldLabel.objects.all()
     serializer_class = GoldLabelSerializer
     filterset_fields = ["episode"]
+    # Gold answers score annotators: only managers may know which episodes are gold.
+    read_roles = MANAGERS
 
     @extend_schema(request=GoldLabelCreateSerializer, responses={201: GoldLabelSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
@@ -628,6 +672,8 @@ class DatasetExportViewSet(
     base_queryset = DatasetExport.objects.select_related("job", "dataset")
     serializer_class = DatasetExportSerializer
     filterset_fields = ["dataset", "format"]
+    # As the export pages: a download holds every accepted label, gold episodes' included.
+    read_roles = MANAGERS
 
     @extend_schema(request=DatasetExportCreateSerializer, responses={202: DatasetExportSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:

@@ -67,6 +67,13 @@ class LabelingError(Exception):
     """A labelling request that cannot be carried out; the message says what to do."""
 
 
+class AlreadyDecided(LabelingError):
+    """The episode was accepted or rejected already: a second decision is refused."""
+
+
+DECIDED = (Episode.LabelStatus.ACCEPTED, Episode.LabelStatus.REJECTED)
+
+
 # --- jobs -----------------------------------------------------------------------------------
 
 
@@ -677,6 +684,15 @@ def review_resolve(
             .select_related("condition_set")
             .get(pk=episode.pk)
         )
+        if locked.label_status in DECIDED:
+            # The lock makes parallel identical reviews queue here: the first decides, the
+            # rest are told so instead of writing the labels again.
+            earlier = Review.objects.filter(episode=locked).order_by("-created_at").first()
+            by = f" by review #{earlier.pk}" if earlier is not None else ""
+            raise AlreadyDecided(
+                f"Episode {locked.key} is already {locked.get_label_status_display().lower()}"
+                f"{by}; it is not awaiting a decision."
+            )
         review = Review.objects.create(
             organization_id=job.organization_id,
             job=job,

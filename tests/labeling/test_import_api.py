@@ -232,9 +232,9 @@ def test_another_organizations_manager_gets_404_on_the_import_and_the_dataset(
 def test_a_customer_viewer_sees_no_imports_or_datasets(world_a, client_for):
     viewer = client_for(world_a.viewer)
 
-    assert viewer.get(f"/api/imports/{world_a.inventory_import.pk}/").status_code == 404
-    assert viewer.get(f"/api/datasets/{world_a.dataset.pk}/").status_code == 404
-    assert viewer.get("/api/imports/").json()["results"] == []
+    assert viewer.get(f"/api/imports/{world_a.inventory_import.pk}/").status_code == 403
+    assert viewer.get(f"/api/datasets/{world_a.dataset.pk}/").status_code == 403
+    assert viewer.get("/api/imports/").status_code == 403
 
 
 def test_dataset_detail_has_totals_and_episodes_per_condition_and_site(world_a, client_for):

@@ -26,7 +26,7 @@ def post(client, url, data=None):
     return client.post(url, data or {}, content_type="application/json")
 
 
-def claim_and_answer(client, world, job, slug):
+def claim_and_answer(client, world, job, slug, *, flagged=False):
     """Claim the next episode of ``job`` through the API and label it ``slug``; its id."""
     claimed = post(client, f"/api/label-jobs/{job.pk}/next/").json()
     answered = post(
@@ -36,6 +36,7 @@ def claim_and_answer(client, world, job, slug):
             "assignment": claimed["id"],
             "condition_values": [value(world, slug).pk],
             "outcome": "success",
+            "flagged": flagged,
         },
     )
     assert answered.status_code == 201, answered.json()
@@ -73,7 +74,8 @@ def test_a_manager_creates_a_job_and_annotators_label_through_the_api(media, wor
             },
         )
         assert answered.status_code == 201, answered.json()
-        assert answered.json()["label_status"] == "accepted"
+        # An annotator is not told an episode's label status (it would give gold away).
+        assert answered.json()["label_status"] is None
 
     assert post(annotator, f"/api/label-jobs/{job_id}/next/").status_code == 204
     detail = manager.get(f"/api/label-jobs/{job_id}/").json()
@@ -154,9 +156,10 @@ def test_annotators_see_reviews_of_their_own_work_but_never_of_a_gold_episode(
     )
     colleague = member(world_a.operator, Role.ANNOTATOR, "annotator-two-qzalpha")
     mine, gold = (
-        claim_and_answer(client_for(world_a.annotator), world_a, job, "bright") for _ in range(2)
+        claim_and_answer(client_for(world_a.annotator), world_a, job, "bright", flagged=True)
+        for _ in range(2)
     )
-    theirs = claim_and_answer(client_for(colleague), world_a, job, "bright")
+    theirs = claim_and_answer(client_for(colleague), world_a, job, "bright", flagged=True)
     manager = client_for(world_a.manager)
     for episode, make_gold in ((mine, False), (gold, True), (theirs, False)):
         review = post(
@@ -199,10 +202,10 @@ def test_gold_labels_are_for_managers_only(media, world_a, client_for):
     assert created.json()["id"] in {
         g["id"] for g in manager.get("/api/gold-labels/").json()["results"]
     }
-    assert client_for(world_a.annotator).get("/api/gold-labels/").json()["results"] == []
+    assert client_for(world_a.annotator).get("/api/gold-labels/").status_code == 403
     assert (
         client_for(world_a.annotator).get(f"/api/gold-labels/{created.json()['id']}/").status_code
-        == 404
+        == 403
     )
 
 
