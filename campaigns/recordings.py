@@ -8,13 +8,15 @@ Protocol:
         → 200 {offset}           stored; send the next chunk from ``offset``
         → 201 {recording}        last chunk, checksum verified, validation queued
         → 409 {offset}           the chunk did not start where the server's copy ends
+        → 413 {limit}            the chunk is over the limit (labeling.recordings.MAX_CHUNK_BYTES)
     GET  /api/recording-uploads/{id}/   → {offset} (where to resume)
 """
 
 from __future__ import annotations
 
+import io
 import re
-from typing import Any
+from typing import IO, Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -26,17 +28,27 @@ from rest_framework.response import Response
 from accounts.apis import ScopedViewSetMixin
 from accounts.models import Role, membership_of
 from campaigns.models import CollectionTask, TaskRecording
+from labeling import recordings
 from labeling.models import Recording, RecordingUpload
-from labeling.recordings import UploadError, UploadOffsetMismatch, upload_append, upload_start
+from labeling.recordings import (
+    UploadChunkMismatch,
+    UploadChunkTooLarge,
+    UploadError,
+    UploadOffsetMismatch,
+    upload_append,
+    upload_start,
+)
 
 CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
 
 class OctetStreamParser(BaseParser):
+    """The body as a stream, read by the service a block at a time (never whole)."""
+
     media_type = "application/octet-stream"
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        return bytes(stream.read())
+        return stream
 
 
 class RecordingSerializer(serializers.ModelSerializer):
@@ -177,23 +189,40 @@ class RecordingUploadViewSet(
     def update(self, request: Request, pk: str | None = None) -> Response:
         upload = self.get_object()
         match = CONTENT_RANGE.match(request.headers.get("Content-Range", ""))
-        chunk = request.data if isinstance(request.data, bytes) else b""
         if match is None:
             return Response(
                 {"detail": "Content-Range: expected 'bytes START-END/TOTAL'"},
                 status=status.HTTP_400_BAD_REQUEST,
             )
         start, end, total = (int(g) for g in match.groups())
-        if total != upload.size or end - start + 1 != len(chunk):
+        declared = end - start + 1
+        try:
+            body_length: int | None = int(request.META["CONTENT_LENGTH"])
+        except (KeyError, TypeError, ValueError):
+            body_length = None
+        limit = recordings.MAX_CHUNK_BYTES
+        biggest = max(declared, body_length or 0)
+        if biggest > limit:  # refused before a byte of the body is read
+            return self._too_large(UploadChunkTooLarge(size=biggest, limit=limit))
+        # Without a Content-Length the body's length is checked while it is read.
+        if total != upload.size or declared < 1 or body_length not in (None, declared):
             return Response(
                 {
                     "detail": f"Content-Range says bytes {start}-{end}/{total} but the upload is {upload.size:,} bytes "
-                    f"and the body {len(chunk):,} bytes"
+                    f"and the body {body_length or 0:,} bytes"
                 },
                 status=status.HTTP_400_BAD_REQUEST,
             )
+        body: Any = request.data  # the parser's stream; an empty dict when there is no body
+        stream: IO[bytes] = body if hasattr(body, "read") else io.BytesIO(b"")
         try:
-            result = upload_append(upload=upload, offset=start, chunk=chunk, actor=request.user)
+            result = upload_append(
+                upload=upload, offset=start, chunk=stream, length=declared, actor=request.user
+            )
+        except UploadChunkTooLarge as exc:
+            return self._too_large(exc)
+        except UploadChunkMismatch as exc:
+            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
         except UploadOffsetMismatch as exc:
             return Response(
                 {"detail": str(exc), "offset": exc.expected}, status=status.HTTP_409_CONFLICT
@@ -213,3 +242,10 @@ class RecordingUploadViewSet(
                 {"recording": RecordingSerializer(result).data}, status=status.HTTP_201_CREATED
             )
         return Response(UploadSerializer(result).data)
+
+    @staticmethod
+    def _too_large(exc: UploadChunkTooLarge) -> Response:
+        return Response(
+            {"detail": str(exc), "limit": exc.limit},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )

@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -25,6 +26,10 @@ from labeling.models import Episode, Recording, RecordingUpload
 from sites.models import Embodiment
 
 MAX_RECORDING_BYTES = 50 * 1024**3
+# One PUT of an upload: a tablet on a poor link resends whole chunks, and a worker holds no
+# more than a block of one in memory (the rest is spooled to disk as it arrives).
+MAX_CHUNK_BYTES = 16 * 1024**2
+CHUNK_BLOCK_BYTES = 1024**2
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
@@ -40,6 +45,22 @@ class UploadOffsetMismatch(UploadError):
             f"chunk starts at byte {got:,} but the server has {expected:,}; resume from {expected:,}"
         )
         self.expected = expected
+
+
+class UploadChunkTooLarge(UploadError):
+    """A chunk over :data:`MAX_CHUNK_BYTES`; ``limit`` is the most one chunk may carry."""
+
+    def __init__(self, *, size: int | None, limit: int) -> None:
+        what = f"{size:,} bytes" if size is not None else f"more than {limit:,} bytes"
+        super().__init__(
+            f"chunk: {what}, over the limit of {limit:,} bytes ({limit / 1024**2:g} MB) per "
+            f"chunk; send the file in chunks of at most {limit:,} bytes"
+        )
+        self.limit = limit
+
+
+class UploadChunkMismatch(UploadError):
+    """A chunk's body is not as long as its Content-Range says."""
 
 
 def capture_spec_for(*, embodiment: Embodiment, **tolerances: Any) -> CaptureSpec:
@@ -112,35 +133,101 @@ def upload_start(
 
 
 def upload_append(
-    *, upload: RecordingUpload, offset: int, chunk: bytes, actor: Any = None
+    *,
+    upload: RecordingUpload,
+    offset: int,
+    chunk: bytes | IO[bytes],
+    length: int | None = None,
+    actor: Any = None,
 ) -> RecordingUpload | Recording:
     """Append a chunk at ``offset``; when the last byte arrives verify the checksum and store the recording.
 
-    Raises UploadOffsetMismatch when the chunk does not start where the server's copy ends,
+    ``chunk`` is the bytes, or a stream of ``length`` bytes (a request body) that is copied to
+    disk a block at a time, never read whole. Raises UploadChunkTooLarge over
+    :data:`MAX_CHUNK_BYTES`, UploadChunkMismatch when the stream does not hold ``length``
+    bytes, UploadOffsetMismatch when the chunk does not start where the server's copy ends,
     UploadError when it runs past the declared size or the checksum does not match (the
     partial file is then discarded so the client starts again).
     """
     if upload.recording_id:
         return upload.recording  # type: ignore[return-value]
-    if offset + len(chunk) > upload.size:
+    if isinstance(chunk, bytes):
+        size = len(chunk)
+    elif length is None:
+        raise TypeError("upload_append: a streamed chunk needs its length")
+    else:
+        size = length
+    if size > MAX_CHUNK_BYTES:
+        raise UploadChunkTooLarge(size=size, limit=MAX_CHUNK_BYTES)
+    if offset + size > upload.size:
         raise UploadError(
-            f"chunk ends at byte {offset + len(chunk):,}, past the declared size {upload.size:,}"
+            f"chunk ends at byte {offset + size:,}, past the declared size {upload.size:,}"
         )
-    with transaction.atomic():
-        locked = RecordingUpload.objects.select_for_update().get(pk=upload.pk)
-        if locked.recording_id:
-            return locked.recording  # type: ignore[return-value]
-        if offset != locked.received:
-            raise UploadOffsetMismatch(locked.received, offset)
-        with open(locked.path, "r+b") as fh:
-            fh.seek(offset)
-            fh.write(chunk)
-            fh.truncate()
-        RecordingUpload.objects.filter(pk=locked.pk).update(received=F("received") + len(chunk))
-        locked.refresh_from_db()
+    # Refuse a chunk at the wrong place before reading its body (checked again under the lock).
+    received = RecordingUpload.objects.filter(pk=upload.pk).values_list("received", flat=True)
+    if received and received[0] != offset:
+        raise UploadOffsetMismatch(received[0], offset)
+    spool = (
+        None
+        if isinstance(chunk, bytes)
+        else _spool(chunk, upload=upload, offset=offset, length=size)
+    )
+    try:
+        with transaction.atomic():
+            locked = RecordingUpload.objects.select_for_update().get(pk=upload.pk)
+            if locked.recording_id:
+                return locked.recording  # type: ignore[return-value]
+            if offset != locked.received:
+                raise UploadOffsetMismatch(locked.received, offset)
+            with open(locked.path, "r+b") as fh:
+                fh.seek(offset)
+                if spool is None:
+                    assert isinstance(chunk, bytes)
+                    fh.write(chunk)
+                else:
+                    with spool.open("rb") as src:
+                        shutil.copyfileobj(src, fh, CHUNK_BLOCK_BYTES)
+                fh.truncate()
+            RecordingUpload.objects.filter(pk=locked.pk).update(received=F("received") + size)
+            locked.refresh_from_db()
+    finally:
+        if spool is not None:
+            spool.unlink(missing_ok=True)
     if not locked.complete:
         return locked
     return _finish(locked, actor)
+
+
+def _spool(stream: IO[bytes], *, upload: RecordingUpload, offset: int, length: int) -> Path:
+    """Copy ``length`` bytes of ``stream`` to a scratch file, a block at a time.
+
+    Reads at most one byte more than it may keep, so a body longer than it says (or with no
+    length at all) costs a block of memory, never the whole body.
+    """
+    limit = MAX_CHUNK_BYTES
+    most = min(length, limit) + 1
+    path = _root("uploads") / f"{upload.pk}.{uuid.uuid4().hex}.chunk"
+    got = 0
+    try:
+        with path.open("wb") as out:
+            while got < most:
+                block = stream.read(min(CHUNK_BLOCK_BYTES, most - got))
+                if not block:
+                    break
+                got += len(block)
+                out.write(block)
+        if got > limit:
+            raise UploadChunkTooLarge(size=None, limit=limit)
+        if got != length:
+            held = f"more than {length:,}" if got > length else f"{got:,}"
+            raise UploadChunkMismatch(
+                f"the body holds {held} bytes but Content-Range says bytes "
+                f"{offset}-{offset + length - 1} ({length:,} bytes)"
+            )
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return path
 
 
 def _finish(upload: RecordingUpload, actor: Any) -> Recording:
@@ -152,8 +239,9 @@ def _finish(upload: RecordingUpload, actor: Any) -> Recording:
         RecordingUpload.objects.filter(pk=upload.pk).update(received=0)
         Path(upload.path).write_bytes(b"")
         raise UploadError(
-            f"sha256: the {upload.size:,} bytes received hash to {digest.hexdigest()[:12]}…, not "
-            f"{upload.sha256[:12]}…; the upload was reset, send the file again"
+            f"sha256: bytes 0-{upload.size - 1} (all {upload.size:,} received) hash to "
+            f"{digest.hexdigest()[:12]}…, not {upload.sha256[:12]}…; the upload was reset to "
+            "byte 0, send the file again from offset 0"
         )
     target = _root("recordings") / upload.sha256[:2] / f"{upload.sha256}.mcap"
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -347,14 +347,12 @@ class ConditionSets:
 
 
 def _text_options(
-    ncols: int, delimiter: str, skip_header: bool
+    ncols: int, delimiter: str
 ) -> tuple[pacsv.ReadOptions, pacsv.ParseOptions, pacsv.ConvertOptions]:
     """Read every column as text, as PostgreSQL's CSV COPY in the staging path does."""
     names = [f"c{i}" for i in range(ncols)]
     return (
-        pacsv.ReadOptions(
-            column_names=names, skip_rows=1 if skip_header else 0, block_size=2 << 20
-        ),
+        pacsv.ReadOptions(column_names=names, block_size=2 << 20),
         pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=True, ignore_empty_lines=False),
         pacsv.ConvertOptions(
             column_types={n: pa.string() for n in names},
@@ -364,34 +362,128 @@ def _text_options(
     )
 
 
+class _CountingFile(io.FileIO):
+    """The file as pyarrow reads it, counting line ends and quote characters on the way
+    (``bytes.count``: no Python loop per row), so a short read shows once the file ends."""
+
+    def __init__(self, path: Any) -> None:
+        super().__init__(path, "rb")
+        self.newlines = 0
+        self.quotes = 0
+        self.bare_returns = 0  # a carriage return not followed by a line feed
+        self.nul = False  # the staging path refuses NUL bytes; pyarrow would read them
+        self.last = b""
+
+    def read(self, size: int | None = -1, /) -> bytes:
+        data = super().read(size)
+        if data:
+            self.newlines += data.count(b"\n")
+            self.quotes += data.count(b'"')
+            if b"\r" in data:  # rare: counting "\r\n" costs more than the others together
+                self.bare_returns += data.count(b"\r") - data.count(b"\r\n")
+            if self.last == b"\r" and data.startswith(b"\n"):
+                self.bare_returns -= 1
+            self.nul = self.nul or b"\x00" in data
+            self.last = data[-1:]
+        return data
+
+
+def _values(col: pa.Array) -> np.ndarray:
+    """The bytes of a text column's values: a view of its data buffer, no copy."""
+    _validity, offsets, data = col.buffers()
+    bounds = np.frombuffer(offsets, dtype=np.int32)
+    start, end = int(bounds[col.offset]), int(bounds[col.offset + len(col)])
+    if data is None:
+        return np.empty(0, dtype=np.uint8)
+    return np.frombuffer(data, dtype=np.uint8)[start:end]
+
+
+_QUOTE, _NEWLINE = ord('"'), ord("\n")
+
+
+def _check_cells(batch: pa.RecordBatch, *, quotes: bool) -> int:
+    """Cells pyarrow reads unlike PostgreSQL's COPY (the staging path) send the file there;
+    return the bytes of the batch's values.
+
+    pyarrow takes a quote inside an unquoted value as text, COPY as the start of a quoted
+    section; a line holding only ``\\.`` is a value to pyarrow and the end of the data to
+    COPY; an empty line is a row to pyarrow. Where they may disagree the staging path
+    decides, with its diagnostics. ``quotes``: the file has quote characters so far (else no
+    value can hold one).
+    """
+    nbytes = 0
+    for col in batch.columns:
+        values = _values(col)
+        nbytes += len(values)
+        if quotes and np.any(values == _QUOTE):
+            raise NotDirect('a value holds a " character: the staging path reads quotes')
+    if _has_empty_row(batch):
+        raise NotDirect("an empty line")
+    if batch.num_columns == 1 and pc.any(pc.equal(batch.column(0), "\\.")).as_py():
+        raise NotDirect("a line holding only \\. (the end of the data to PostgreSQL)")
+    return nbytes
+
+
 def file_batches(path: Any, *, ncols: int, delimiter: str) -> Iterator[tuple[pa.RecordBatch, int]]:
     """Stream a CSV/TSV file (with its header) as record batches of text columns.
 
     Yields (batch, about how many bytes of the file are read once it ends). pyarrow checks
     the UTF-8 and drops a byte-order mark; anything it cannot read (a record with another
-    number of fields, bad UTF-8, an unclosed quote) sends the import to the staging path,
-    whose messages name the row.
+    number of fields, bad UTF-8) or may read otherwise than the staging path (a quote
+    inside a value, a quoted field never closed, rows that do not add up to the file's line
+    ends) sends the import to the staging path, whose messages name the row. pyarrow
+    takes an unclosed quote as a value running to the end of the file, and reports nothing:
+    the line-end count is what shows it.
     """
-    read, parse, convert = _text_options(ncols, delimiter, skip_header=True)
-    try:
-        reader = pacsv.open_csv(
-            str(path), read_options=read, parse_options=parse, convert_options=convert
-        )
-        position = 0
-        for batch in reader:
-            position += batch.num_rows * ncols + sum(
-                int(pc.sum(pc.binary_length(col)).as_py() or 0) for col in batch.columns
+    read, parse, convert = _text_options(ncols, delimiter)
+    with _CountingFile(path) as fh:
+        records = 0
+        inside = 0  # line ends inside values (quoted, spanning lines)
+        try:
+            reader = pacsv.open_csv(
+                fh, read_options=read, parse_options=parse, convert_options=convert
             )
-            yield batch, position
-    except pa.ArrowInvalid as exc:
-        raise NotDirect(f"pyarrow cannot read it ({str(exc).splitlines()[0][:120]})") from None
+            position = 0
+            header = True  # read as a record, so its line ends count as the others'
+            for batch in reader:
+                records += batch.num_rows
+                # Only a quoted value holds a line end; the reader has counted this batch's
+                # bytes already.
+                quotes = fh.quotes > 0
+                if quotes:
+                    inside += sum(
+                        int(np.count_nonzero(_values(col) == _NEWLINE)) for col in batch.columns
+                    )
+                if header:
+                    header = False
+                    batch = batch.slice(1)
+                position += batch.num_rows * ncols + _check_cells(batch, quotes=quotes)
+                yield batch, position
+        except pa.ArrowInvalid as exc:
+            raise NotDirect(f"pyarrow cannot read it ({str(exc).splitlines()[0][:120]})") from None
+        if fh.nul:
+            raise NotDirect("a NUL byte")
+        if fh.quotes % 2:
+            raise NotDirect("a quoted field is never closed")
+        if fh.bare_returns:  # a line end to pyarrow, an error or a value to PostgreSQL
+            raise NotDirect("a carriage return without a line feed")
+        unterminated = 0 if fh.last in (b"\n", b"") else 1
+        if records + inside - unterminated != fh.newlines:
+            raise NotDirect(
+                f"pyarrow read {records - 1:,} rows and {inside:,} line ends inside values, "
+                f"where the file has {fh.newlines:,} line ends"
+            )
 
 
 def csv_batches(
     chunks: Iterator[tuple[bytes, int]], *, ncols: int
 ) -> Iterator[tuple[pa.RecordBatch, int]]:
-    """Parse headerless CSV chunks (Parquet batches as the staging path writes them)."""
-    read, parse, convert = _text_options(ncols, ",", skip_header=False)
+    """Parse headerless CSV chunks (Parquet batches as the staging path writes them).
+
+    ``chunks`` are (CSV bytes, rows read so far); each must parse to the rows it stands for.
+    """
+    read, parse, convert = _text_options(ncols, ",")
+    done = 0
     for data, position in chunks:
         try:
             table = pacsv.read_csv(
@@ -399,8 +491,15 @@ def csv_batches(
             )
         except pa.ArrowInvalid as exc:
             raise NotDirect(f"pyarrow cannot read it ({str(exc).splitlines()[0][:120]})") from None
+        if table.num_rows != position - done:
+            raise NotDirect(
+                f"pyarrow read {table.num_rows:,} rows of a Parquet batch of {position - done:,}"
+            )
+        done = position
         batches = table.to_batches()
         for i, batch in enumerate(batches):
+            if _has_empty_row(batch):
+                raise NotDirect("an empty line")
             yield batch, position if i == len(batches) - 1 else 0
 
 
@@ -544,8 +643,6 @@ def load(
             n = batch.num_rows
             if n == 0:
                 continue
-            if _has_empty_row(batch):
-                raise NotDirect("an empty line")
             first_row = rows + 1 + source.row_offset
             # Lookups first: new raw values are resolved (and created) between COPYs.
             new: dict[MappedColumn, list[tuple[str, int]]] = {}

@@ -65,7 +65,7 @@ class ImportFailed(Exception):
         shown = len(self.problems)
         head = f"{self.total} problems"
         if self.total > shown:
-            head += f" (the first {shown} are listed)"
+            head += f" (the first {shown} are listed, {self.total - shown} more are not)"
         return f"{head}; the first: {self.problems[0]}"
 
     @classmethod

@@ -135,6 +135,7 @@ def run_import(request: ImportRequest, reporter: Reporter) -> dict[str, Any]:
             file_label=source.file_label,
             row_offset=source.row_offset,
             line_label=source.line_label,
+            columns=source.header,
         )
         try:
             summary = _run(request, reporter, lookup, options, source, staging, started)

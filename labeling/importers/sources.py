@@ -12,7 +12,6 @@ import csv
 import io
 import json
 import os
-import shutil
 import tarfile
 import zipfile
 from collections.abc import Iterator
@@ -31,6 +30,13 @@ FORMATS = ("lerobot", "csv", "tsv", "parquet")
 ARCHIVE_SUFFIXES = (".zip", ".tar.gz", ".tgz", ".tar")
 MAX_ARCHIVE_MEMBERS = 100_000
 MAX_EXTRACTED_BYTES = 2 * 1024**3
+# The most one metadata file may hold once unpacked (a zip of 1 MB can hold 1 GB of spaces).
+# JSON Lines are read a line at a time, so their total is capped and each line as a JSON
+# document; a JSON document (info.json, stats.json) is read and parsed whole.
+MAX_JSONL_BYTES = 256 * 1024**2
+MAX_JSON_BYTES = 64 * 1024**2
+MAX_METADATA_FILE_BYTES = 256 * 1024**2  # any other file under meta/ (Parquet)
+READ_BLOCK_BYTES = 1024**2
 
 
 def detect_format(path: Path) -> str:
@@ -100,9 +106,40 @@ def not_utf8(label: str, byte: int, offset: int) -> ImportFailed:
     )
 
 
+def size_text(n: int) -> str:
+    return f"{n / 1024**2:g} MB" if n >= 1024**2 else f"{n:,} bytes"
+
+
+def metadata_cap(name: str) -> tuple[int, str]:
+    """The most a metadata file of this name may hold unpacked, and what it is called."""
+    lower = name.lower()
+    if lower.endswith(".jsonl"):
+        return MAX_JSONL_BYTES, "a JSON Lines file"
+    if lower.endswith(".json"):
+        return MAX_JSON_BYTES, "a JSON document"
+    return MAX_METADATA_FILE_BYTES, "a metadata file"
+
+
 def read_text(path: Path, label: str) -> str:
-    """Read a small text file (JSON metadata) as UTF-8, with a clear message if it is not."""
-    data = path.read_bytes()
+    """Read a small text file (JSON metadata) as UTF-8, with a clear message if it is not.
+
+    Reads at most :data:`MAX_JSON_BYTES` (one byte more tells it is over); raises
+    ImportFailed beyond that.
+    """
+    cap = MAX_JSON_BYTES
+    blocks: list[bytes] = []
+    read = 0
+    with path.open("rb") as fh:
+        # In blocks: read(cap + 1) would allocate the whole cap up front.
+        while block := fh.read(READ_BLOCK_BYTES):
+            read += len(block)
+            if read > cap:
+                raise ImportFailed.one(
+                    label,
+                    f"is larger than {size_text(cap)}, the most a JSON document in meta/ may hold",
+                )
+            blocks.append(block)
+    data = b"".join(blocks)
     problem = _encoding_problem(label, data, 0)
     if problem is not None:
         raise problem
@@ -341,12 +378,14 @@ def extract_archive(archive: Path, dest: Path, *, only_meta: bool = True) -> Pat
                     target = target_for(info.filename)
                     if target is None:
                         continue
-                    total += info.file_size
-                    if total > MAX_EXTRACTED_BYTES:
+                    if total + info.file_size > MAX_EXTRACTED_BYTES:
                         raise ImportFailed.one(label, "the archive's metadata is too large")
+                    _refuse_oversized(label, info.filename, info.file_size)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     with zf.open(info) as src, target.open("wb") as out:
-                        shutil.copyfileobj(src, out)
+                        total += _copy_capped(src, out, label=label, name=info.filename)
+                    if total > MAX_EXTRACTED_BYTES:  # the sizes it declared were too small
+                        raise ImportFailed.one(label, "the archive's metadata is too large")
         else:
             with tarfile.open(archive, "r:*") as tf:
                 count = 0
@@ -363,20 +402,51 @@ def extract_archive(archive: Path, dest: Path, *, only_meta: bool = True) -> Pat
                     target = target_for(member.name)
                     if target is None:
                         continue
-                    total += member.size
-                    if total > MAX_EXTRACTED_BYTES:
+                    if total + member.size > MAX_EXTRACTED_BYTES:
                         raise ImportFailed.one(label, "the archive's metadata is too large")
+                    _refuse_oversized(label, member.name, member.size)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     extracted = tf.extractfile(member)
                     if extracted is None:
                         continue
                     with extracted, target.open("wb") as out:
-                        shutil.copyfileobj(extracted, out)
+                        total += _copy_capped(extracted, out, label=label, name=member.name)
+                    if total > MAX_EXTRACTED_BYTES:  # the sizes it declared were too small
+                        raise ImportFailed.one(label, "the archive's metadata is too large")
     except (zipfile.BadZipFile, tarfile.TarError, EOFError, OSError) as exc:
         raise ImportFailed.one(
             label, f"not a readable .zip or .tar.gz archive ({_first_line(exc)})"
         ) from None
     return dest
+
+
+def _oversized(label: str, name: str) -> ImportFailed:
+    cap, what = metadata_cap(name)
+    return ImportFailed.one(
+        label,
+        f"the member {name!r} unpacks to more than {size_text(cap)}, the most {what} in a "
+        "dataset's meta/ may hold",
+    )
+
+
+def _refuse_oversized(label: str, name: str, declared: int) -> None:
+    if declared > metadata_cap(name)[0]:
+        raise _oversized(label, name)
+
+
+def _copy_capped(src: Any, out: Any, *, label: str, name: str) -> int:
+    """Copy one archive member a block at a time, counting what it really unpacks to (the
+    size an archive declares may lie); return the bytes written."""
+    cap = metadata_cap(name)[0]
+    copied = 0
+    while True:
+        block = src.read(READ_BLOCK_BYTES)
+        if not block:
+            return copied
+        copied += len(block)
+        if copied > cap:
+            raise _oversized(label, name)
+        out.write(block)
 
 
 def file_size(path: Path) -> int:
@@ -392,30 +462,95 @@ def file_size(path: Path) -> int:
 def iter_jsonl(
     path: Path, label: str, problems: list[ImportProblem]
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    text = read_text(path, label)
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(
-                ImportProblem(
-                    file=label,
-                    row=lineno,
-                    line_label="line",
-                    message=f"invalid JSON ({exc.msg}, column {exc.colno})",
+    """Yield (line number, object) per line of a JSON Lines file, reading it a line at a time.
+
+    Malformed lines become problems. Raises ImportFailed when the file holds more than
+    :data:`MAX_JSONL_BYTES`, a line more than :data:`MAX_JSON_BYTES`, or it is not UTF-8.
+    """
+    with path.open("rb") as fh:
+        for lineno, data, offset in _jsonl_lines(fh, label):
+            problem = _encoding_problem(label, data, offset)
+            if problem is not None:
+                raise problem
+            if offset == 0 and data.startswith(codecs.BOM_UTF8):
+                data, offset = data[3:], 3
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise not_utf8(label, data[exc.start], offset + exc.start) from None
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                problems.append(
+                    ImportProblem(
+                        file=label,
+                        row=lineno,
+                        line_label="line",
+                        message=f"invalid JSON ({exc.msg}, column {exc.colno})",
+                    )
                 )
-            )
-            continue
-        if not isinstance(value, dict):
-            problems.append(
-                ImportProblem(
-                    file=label, row=lineno, line_label="line", message="expected a JSON object"
+                continue
+            if not isinstance(value, dict):
+                problems.append(
+                    ImportProblem(
+                        file=label, row=lineno, line_label="line", message="expected a JSON object"
+                    )
                 )
-            )
-            continue
-        yield lineno, value
+                continue
+            yield lineno, value
+
+
+def _jsonl_lines(fh: Any, label: str) -> Iterator[tuple[int, bytes, int]]:
+    """(line number, bytes, offset of those bytes) per line, read in bounded pieces.
+
+    Whitespace before a line's first character is skipped as it is read, so a run of blank
+    lines or spaces costs a block of memory, not its length.
+    """
+    cap, line_cap = MAX_JSONL_BYTES, MAX_JSON_BYTES
+    read = 0
+    lineno = 0
+    while True:
+        lineno += 1
+        parts: list[bytes] = []
+        kept = 0
+        start = read
+        piece = b""
+        while True:
+            piece = fh.readline(READ_BLOCK_BYTES)
+            if not piece:
+                break
+            if not parts and not piece.strip():
+                start = read + len(piece)
+            else:
+                parts.append(piece)
+                kept += len(piece)
+                if kept > line_cap:
+                    raise ImportFailed(
+                        [
+                            ImportProblem(
+                                file=label,
+                                row=lineno,
+                                line_label="line",
+                                message=f"the line is longer than {size_text(line_cap)}, the "
+                                "most one JSON Lines record may hold",
+                            )
+                        ]
+                    )
+            read += len(piece)
+            if read > cap:
+                raise ImportFailed.one(
+                    label,
+                    f"is larger than {size_text(cap)}, the most a JSON Lines file in meta/ may "
+                    "hold",
+                )
+            if piece.endswith(b"\n"):
+                break
+        if parts:
+            yield lineno, b"".join(parts), start
+        if not piece:
+            return
 
 
 def is_lfs_pointer(path: Path) -> bool:

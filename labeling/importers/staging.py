@@ -11,6 +11,7 @@ Nothing is saved row by row.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ from labeling.importers.cells import (
 )
 from labeling.importers.errors import MAX_REPORTED, ImportFailed, ImportProblem
 from labeling.importers.mapping import MappedColumn
+from labeling.importers.records import Scan, scan
 from labeling.importers.statements import TypedPlan, UpsertPlan
 
 MAX_DISTINCT = 10_000
@@ -64,6 +66,10 @@ def sweep_orphans() -> int:
                 cur.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(name)))
                 dropped += 1
     return dropped
+
+
+# COPY's own messages for what the record scan reports too (in more detail).
+_STRUCTURAL = ("this row has", "the row is empty", "a quoted field is never closed")
 
 
 def _line_is_blank(data: bytes, line: int) -> bool:
@@ -109,7 +115,14 @@ class Staging:
     """
 
     def __init__(
-        self, *, name: str, ncols: int, file_label: str, row_offset: int, line_label: str = "row"
+        self,
+        *,
+        name: str,
+        ncols: int,
+        file_label: str,
+        row_offset: int,
+        line_label: str = "row",
+        columns: list[str] | None = None,
     ) -> None:
         self.name = name
         self.typed = f"{name}_typed"
@@ -120,7 +133,9 @@ class Staging:
         self.file_label = file_label
         self.row_offset = row_offset  # added to row_no to give the row a person sees
         self.line_label = line_label
+        self.columns = columns  # the header's names, for problems that name a column
         self.rows = 0
+        self.lines = 0  # physical lines COPYed so far
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -161,14 +176,20 @@ class Staging:
         """COPY each chunk (whole CSV records) as its own statement; return the row count.
 
         The first chunk may start with the header record (``header``). A malformed record
-        becomes an ImportProblem naming its row. Between chunks ``on_chunk`` reports
-        progress (and may raise to cancel).
+        becomes an ImportFailed listing the first malformed records of the whole source
+        (:mod:`labeling.importers.records`) with their rows. A chunk COPY reads as fewer
+        rows than it has lines is re-read the same way, so that a line COPY takes for the
+        end of the data, or a stray quote swallowing lines, is an error rather than rows
+        silently missing. Between chunks ``on_chunk`` reports progress (and may raise to
+        cancel).
         """
         columns = sql.SQL(", ").join(sql.Identifier(f"c{i}") for i in range(self.ncols))
         first = True
-        for data in chunks:
+        rest = iter(chunks)
+        for data in rest:
+            with_header = first and header
             opts = sql.SQL("FORMAT csv, DELIMITER {}, HEADER {}").format(
-                lit(delimiter), sql.SQL("true" if (first and header) else "false")
+                lit(delimiter), sql.SQL("true" if with_header else "false")
             )
             statement = sql.SQL("COPY {} ({}) FROM STDIN ({})").format(
                 sql.Identifier(self.name), columns, opts
@@ -179,12 +200,93 @@ class Staging:
                         cp.write(data)
                     copied = cur.rowcount
             except pg_errors.DataError as exc:
-                raise self._copy_problem(exc, data, with_header=first and header) from None
+                raise self._copy_failure(
+                    exc, data, rest, delimiter=delimiter, with_header=with_header
+                ) from None
+            lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
+            if copied != lines - (1 if with_header else 0):
+                self._check_short(copied, data, rest, delimiter=delimiter, with_header=with_header)
             self.rows += max(copied, 0)
+            self.lines += lines
             first = False
             if on_chunk is not None:
                 on_chunk(self.rows, len(data))
         return self.rows
+
+    def _scan(
+        self, data: bytes, rest: Iterable[bytes], *, delimiter: str, with_header: bool
+    ) -> Scan:
+        """Read this chunk and the rest of the source with COPY's rules (first problems)."""
+        return scan(
+            itertools.chain([data], rest),
+            ncols=self.ncols,
+            delimiter=delimiter,
+            file_label=self.file_label,
+            header=with_header,
+            row_offset=self.row_offset,
+            columns=self.columns,
+            line_label=self.line_label,
+            first_record=self.rows,
+            first_line=self.lines,
+        )
+
+    def _check_short(
+        self,
+        copied: int,
+        data: bytes,
+        rest: Iterable[bytes],
+        *,
+        delimiter: str,
+        with_header: bool,
+    ) -> None:
+        """Fewer rows than lines: fine when quoted values span lines; otherwise an error."""
+        alone = scan(
+            [data],
+            ncols=self.ncols,
+            delimiter=delimiter,
+            file_label=self.file_label,
+            header=with_header,
+            row_offset=self.row_offset,
+            columns=self.columns,
+            line_label=self.line_label,
+            first_record=self.rows,
+            first_line=self.lines,
+        )
+        if not alone.problems and alone.records - self.rows == copied:
+            return
+        found = self._scan(data, rest, delimiter=delimiter, with_header=with_header)
+        if found.problems:
+            raise ImportFailed(found.problems, total=found.total)
+        first, last = self.rows + 1 + self.row_offset, alone.records + self.row_offset
+        raise ImportFailed.one(
+            self.file_label,
+            f"PostgreSQL read {copied:,} rows where {self.line_label}s {first:,}-{last:,} "
+            f"hold {alone.records - self.rows:,}; nothing was imported rather than rows lost",
+        )
+
+    def _copy_failure(
+        self,
+        exc: Exception,
+        data: bytes,
+        rest: Iterable[bytes],
+        *,
+        delimiter: str,
+        with_header: bool,
+    ) -> ImportFailed:
+        """The first malformed records of the source, or COPY's own message if it names
+        something the scan does not see."""
+        own = self._copy_problem(exc, data, with_header=with_header)
+        found = self._scan(data, rest, delimiter=delimiter, with_header=with_header)
+        if not found.problems:
+            return own
+        problems, total = found.problems, found.total
+        primary = own.problems[0]
+        if not primary.message.startswith(_STRUCTURAL) and primary.row not in {
+            p.row for p in problems
+        }:
+            problems = sorted([primary, *problems], key=lambda p: p.row or 0)
+            total += 1
+        return ImportFailed(problems, total=total)
 
     def _copy_problem(self, exc: Exception, data: bytes, *, with_header: bool) -> ImportFailed:
         diag = getattr(exc, "diag", None)

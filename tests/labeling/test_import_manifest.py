@@ -472,8 +472,8 @@ def test_a_row_with_an_extra_field_is_reported_with_its_spreadsheet_row(world_a,
     record = failed(world_a, path, mapping=["key=key", "count=count"])
 
     assert texts(record) == [
-        "r.csv row 3: this row has more fields than the header's 3; is a value containing "
-        "the delimiter left unquoted?"
+        "r.csv row 3: this row has 4 fields, more than the header's 3; is a value containing "
+        "the delimiter left unquoted? (the row starts on line 4 of the file)"
     ]
 
 
@@ -486,7 +486,7 @@ def test_a_blank_line_inside_the_file_is_reported_as_an_empty_row(world_a, tmp_p
 def test_a_row_with_a_missing_field_is_reported(world_a, tmp_path):
     record = failed(world_a, write(tmp_path, "r.csv", "key,count\na,1\nb\n"))
 
-    assert texts(record) == ["r.csv row 3: this row has fewer fields than the header's 2"]
+    assert texts(record) == ["r.csv row 3: this row has 1 field, fewer than the header's 2"]
 
 
 def test_an_unclosed_quote_is_reported(world_a, tmp_path):

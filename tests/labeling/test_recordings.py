@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from campaigns.models import CollectionTask, TaskRecording
+from labeling import recordings
 from labeling.models import Episode, Recording, RecordingUpload
 from sites.models import ActionDimension, Camera, Embodiment
 from tests.labeling import mcap_fixtures as fx
@@ -168,6 +169,157 @@ def test_a_checksum_mismatch_is_refused_and_the_upload_reset(rig, client_for):
     assert "sha256" in done.json()["detail"]
     assert RecordingUpload.objects.get(pk=start["id"]).received == 0
     assert not Recording.objects.exclude(storage_path="/nonexistent").exists()
+
+
+def test_a_checksum_mismatch_names_the_byte_range_it_covers(rig, client_for):
+    world, _, tmp = rig
+    data = fx.write_good(tmp / "good.mcap").read_bytes()
+    client = client_for(world.field)
+    start = _start(client, world, data, sha256="0" * 64)
+
+    done = client.put(
+        f"/api/recording-uploads/{start['id']}/",
+        data,
+        content_type="application/octet-stream",
+        HTTP_CONTENT_RANGE=f"bytes 0-{len(data) - 1}/{len(data)}",
+    )
+
+    assert done.status_code == 422
+    assert f"bytes 0-{len(data) - 1}" in done.json()["detail"]
+    assert "from offset 0" in done.json()["detail"]
+
+
+def _start(client, world, data, *, sha256=None):
+    return client.post(
+        f"/api/collection-tasks/{world.collection_task.pk}/recordings/",
+        {
+            "filename": "good.mcap",
+            "size": len(data),
+            "sha256": sha256 or hashlib.sha256(data).hexdigest(),
+        },
+        content_type="application/json",
+    ).json()
+
+
+class _Body:
+    """A request body that counts what is read from it (and never ends, unless ``size``)."""
+
+    def __init__(self, size=None):
+        self.size = size
+        self.read_bytes = 0
+
+    def read(self, n=-1):
+        if n is None or n < 0:
+            raise AssertionError("the body was read whole")
+        if self.size is not None:
+            n = min(n, self.size - self.read_bytes)
+        self.read_bytes += n
+        return b"\x00" * n
+
+    def readline(self, n=-1):
+        raise AssertionError("the body was read as lines")
+
+
+def test_a_chunk_over_the_limit_gets_413_naming_the_limit(rig, client_for, monkeypatch):
+    monkeypatch.setattr(recordings, "MAX_CHUNK_BYTES", 32 * 1024)
+    world, _, tmp = rig
+    data = fx.write_good(tmp / "good.mcap").read_bytes() * 3
+    assert len(data) > 32 * 1024
+    client = client_for(world.field)
+    start = _start(client, world, data)
+
+    response = client.put(
+        f"/api/recording-uploads/{start['id']}/",
+        data,
+        content_type="application/octet-stream",
+        HTTP_CONTENT_RANGE=f"bytes 0-{len(data) - 1}/{len(data)}",
+    )
+
+    assert response.status_code == 413
+    assert "32,768 bytes" in response.json()["detail"]
+    assert response.json()["limit"] == 32 * 1024
+    assert RecordingUpload.objects.get(pk=start["id"]).received == 0
+
+
+def test_a_content_length_over_the_limit_is_refused_before_the_body_is_read(rig, client_for):
+    world, _, tmp = rig
+    data = fx.write_good(tmp / "good.mcap").read_bytes()
+    client = client_for(world.field)
+    start = _start(client, world, data)
+    body = _Body()
+    claimed = 150 * 1024**2
+
+    response = client.generic(
+        "PUT",
+        f"/api/recording-uploads/{start['id']}/",
+        CONTENT_TYPE="application/octet-stream",
+        CONTENT_LENGTH=str(claimed),
+        HTTP_CONTENT_RANGE=f"bytes 0-{claimed - 1}/{len(data)}",
+        **{"wsgi.input": body},
+    )
+
+    assert response.status_code == 413
+    assert f"{recordings.MAX_CHUNK_BYTES:,} bytes" in response.json()["detail"]
+    assert body.read_bytes == 0
+
+
+def test_a_body_longer_than_it_says_is_read_no_further_than_the_limit(rig, monkeypatch):
+    monkeypatch.setattr(recordings, "MAX_CHUNK_BYTES", 32 * 1024)
+    world, _, tmp = rig
+    data = fx.write_good(tmp / "good.mcap").read_bytes() * 3
+    upload = recordings.upload_start(
+        organization=world.operator,
+        filename="good.mcap",
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        context={},
+    )
+    endless = _Body()
+
+    with pytest.raises(recordings.UploadChunkTooLarge, match="32,768 bytes"):
+        recordings.upload_append(upload=upload, offset=0, chunk=endless, length=32 * 1024)
+    short = _Body()
+    with pytest.raises(recordings.UploadChunkMismatch, match="more than 1,000 bytes"):
+        recordings.upload_append(upload=upload, offset=0, chunk=short, length=1000)
+
+    assert endless.read_bytes == 32 * 1024 + 1
+    assert short.read_bytes == 1001
+    upload.refresh_from_db()
+    assert upload.received == 0
+    assert list(Path(upload.path).parent.glob("*.chunk")) == []
+
+
+def test_a_chunk_is_streamed_to_disk_not_held_in_memory(rig, client_for):
+    import tracemalloc
+
+    from django.test.client import FakePayload
+
+    world, _, tmp = rig
+    size = 12 * 1024**2
+    data = fx.write_good(tmp / "good.mcap").read_bytes()
+    data = (data * (size // len(data) + 1))[:size]
+    client = client_for(world.field)
+    start = _start(client, world, data)
+    payload = FakePayload(data)
+
+    tracemalloc.start()
+    try:
+        response = client.generic(
+            "PUT",
+            f"/api/recording-uploads/{start['id']}/",
+            CONTENT_TYPE="application/octet-stream",
+            CONTENT_LENGTH=str(size),
+            HTTP_CONTENT_RANGE=f"bytes 0-{size - 1}/{size}",
+            **{"wsgi.input": payload},
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert response.status_code == 201, response.content
+    assert peak < size / 3, f"peak {peak:,} bytes for a {size:,}-byte chunk"
+    stored = Recording.objects.get(sha256=hashlib.sha256(data).hexdigest())
+    assert Path(stored.storage_path).read_bytes() == data
 
 
 @pytest.mark.parametrize(
