@@ -3,8 +3,12 @@
 ``POST /api/field/records/`` takes one record or a list. Each record gets its own status:
 201 stored now, 200 stored before with the same content (the original answer is returned),
 409 stored before with other content (refused; both hashes and the stored record are in the
-answer), 400 malformed, 404 unknown task. A single record is answered with its status; a
-list with 200 and the statuses inside, so one bad record never holds up the others.
+answer), 400 malformed (a NUL character in a value among it: ``field`` names where), 403 a
+task that is not with the field member's team, 404 unknown task. A single record is
+answered with its status; a list with 200 and the statuses inside, so one bad record never
+holds up the others. For that reason these views check NUL characters per record
+themselves (``nul_checked_by_view``): the middleware that refuses NUL for the rest of the
+app passes their bodies through.
 """
 
 from __future__ import annotations
@@ -16,15 +20,16 @@ from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.apis import ScopedViewSetMixin
 from accounts.models import Role, membership_of
 from accounts.pagination import LargeListPagination
+from accounts.parsers import FormParser, MultiPartParser
 from campaigns.field.records import (
     BatchMemo,
+    FieldRecordForbidden,
     FieldRecordInvalid,
     FieldTaskNotFound,
     RecordConflict,
@@ -53,6 +58,14 @@ class FieldRecordInSerializer(serializers.Serializer):
     payload = serializers.DictField(required=False, default=dict)
     client_created_at = serializers.DateTimeField()
     task_version_seen = serializers.IntegerField(min_value=0)
+    task_seen = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        default="",
+        max_length=200,
+        help_text="The task's `seen` token from the sync payload, sent back unchanged: it lets "
+        "a record made before the task went to another team be kept.",
+    )
 
 
 class FieldPhotoInSerializer(serializers.Serializer):
@@ -60,6 +73,7 @@ class FieldPhotoInSerializer(serializers.Serializer):
     task = serializers.IntegerField(min_value=1)
     client_created_at = serializers.DateTimeField()
     task_version_seen = serializers.IntegerField(min_value=0)
+    task_seen = serializers.CharField(required=False, allow_blank=True, default="", max_length=200)
     caption = serializers.CharField(required=False, allow_blank=True, default="")
     file = serializers.FileField(required=False, help_text="The image (JPEG, PNG, WebP, HEIC).")
 
@@ -107,9 +121,15 @@ class ConflictSerializer(serializers.Serializer):
 
 class FieldRecordOutcomeSerializer(serializers.Serializer):
     uuid = serializers.CharField(allow_null=True)
-    status = serializers.IntegerField(help_text="201 new, 200 replay, 409 conflict, 400, 404.")
+    status = serializers.IntegerField(
+        help_text="201 new, 200 replay, 409 conflict, 400 malformed, 403 not your team's task, "
+        "404 unknown task."
+    )
     created = serializers.BooleanField()
     detail = serializers.CharField(allow_blank=True)
+    field = serializers.CharField(
+        required=False, allow_null=True, help_text="The refused field, e.g. `payload.text`."
+    )
     record = FieldRecordSerializer(allow_null=True)
     conflict = ConflictSerializer(allow_null=True, required=False)
 
@@ -151,6 +171,7 @@ def submit_one(
             payload=values["payload"],
             client_created_at=values["client_created_at"],
             task_version_seen=values["task_version_seen"],
+            task_seen=values["task_seen"],
             photo=photo,
             memo=memo,
         )
@@ -167,8 +188,12 @@ def submit_one(
         )
     except FieldTaskNotFound as exc:
         return _outcome(uuid=values["uuid"], code=status.HTTP_404_NOT_FOUND, detail=str(exc))
+    except FieldRecordForbidden as exc:
+        return _outcome(uuid=values["uuid"], code=status.HTTP_403_FORBIDDEN, detail=str(exc))
     except FieldRecordInvalid as exc:
-        return _outcome(uuid=values["uuid"], code=status.HTTP_400_BAD_REQUEST, detail=str(exc))
+        return _outcome(
+            uuid=values["uuid"], code=status.HTTP_400_BAD_REQUEST, detail=str(exc), field=exc.field
+        )
     code = status.HTTP_201_CREATED if created else status.HTTP_200_OK
     return _outcome(
         uuid=record.uuid,
@@ -195,6 +220,7 @@ class FieldRecordViewSet(ScopedViewSetMixin, mixins.ListModelMixin, viewsets.Gen
     filterset_fields = ["task", "kind", "stale"]
     read_roles = FIELD_ROLES
     write_roles = FIELD_ROLES
+    nul_checked_by_view = True  # per record, in field_record_clean
 
     @extend_schema(
         request=FieldRecordInSerializer(many=True),
@@ -202,6 +228,7 @@ class FieldRecordViewSet(ScopedViewSetMixin, mixins.ListModelMixin, viewsets.Gen
             200: FieldRecordBatchSerializer,
             201: FieldRecordOutcomeSerializer,
             400: OpenApiTypes.OBJECT,
+            403: FieldRecordOutcomeSerializer,
             404: FieldRecordOutcomeSerializer,
             409: FieldRecordOutcomeSerializer,
         },
@@ -218,17 +245,16 @@ class FieldRecordViewSet(ScopedViewSetMixin, mixins.ListModelMixin, viewsets.Gen
                 )
             # One transaction for the batch, a savepoint per record: a record that fails
             # rolls back alone, and the batch costs one commit. Should the commit itself fail,
-            # nothing was confirmed and the tablet resends the same UUIDs.
+            # nothing was confirmed and the tablet resends the same UUIDs. The memo takes the
+            # batch's locks first, in a fixed order (see records), so reordered batches of
+            # the same UUIDs wait for each other rather than deadlock.
             membership = membership_of(request.user)
-            memo = (
-                BatchMemo.for_batch(
-                    organization_id=membership.organization_id,
-                    uuids=[item.get("uuid") for item in data if isinstance(item, dict)],
-                )
-                if membership is not None
-                else None
-            )
             with transaction.atomic():
+                memo = (
+                    BatchMemo.for_batch(organization_id=membership.organization_id, records=data)
+                    if membership is not None
+                    else None
+                )
                 results = [submit_one(user=request.user, data=item, memo=memo) for item in data]
             return Response({"results": results}, status=status.HTTP_200_OK)
         outcome = submit_one(user=request.user, data=data)
@@ -242,6 +268,7 @@ class FieldPhotoViewSet(viewsets.GenericViewSet):
     serializer_class = FieldPhotoInSerializer
     read_roles = FIELD_ROLES
     write_roles = FIELD_ROLES
+    nul_checked_by_view = True  # per record, in field_record_clean
 
     def get_queryset(self) -> Any:
         return FieldRecord.objects.visible_to(self.request.user).filter(kind=FieldRecord.Kind.PHOTO)
@@ -252,6 +279,7 @@ class FieldPhotoViewSet(viewsets.GenericViewSet):
             200: FieldRecordOutcomeSerializer,
             201: FieldRecordOutcomeSerializer,
             400: OpenApiTypes.OBJECT,
+            403: FieldRecordOutcomeSerializer,
             404: FieldRecordOutcomeSerializer,
             409: FieldRecordOutcomeSerializer,
         },
@@ -266,6 +294,7 @@ class FieldPhotoViewSet(viewsets.GenericViewSet):
             "payload": {"caption": form.get("caption", "")},
             "client_created_at": form.get("client_created_at"),
             "task_version_seen": form.get("task_version_seen"),
+            "task_seen": form.get("task_seen", ""),
         }
         outcome = submit_one(user=request.user, data=data, photo=upload)
         return Response(outcome, status=outcome["status"])
@@ -355,6 +384,11 @@ class FieldTaskSerializer(serializers.Serializer):
     finished_at = serializers.DateTimeField(allow_null=True)
     notes = NoteOutSerializer(many=True)
     stale_records = serializers.IntegerField()
+    seen = serializers.CharField(
+        allow_blank=True,
+        help_text="Send back as `task_seen` with every record for this task: proof that the "
+        "task was with your team when the tablet synced it.",
+    )
 
 
 class FailureModePickSerializer(serializers.Serializer):

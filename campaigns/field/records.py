@@ -16,6 +16,21 @@ often as it must. The rules that make that safe:
   episode): captured data is never lost. It is marked ``stale`` with the reason, shown on the
   progress page and on the tablet, and never applied over the manager's decision: status
   moves from the field (start, blocked, finish) apply only from the statuses they expect.
+* A field member records only into tasks of a team they belong to (managers into any task
+  of their organization). A task given to another team after the tablet synced it still
+  counts as theirs: the sync payload hands each task a signed ``seen`` token naming the team
+  it was with, the tablet sends it back with every record, and a valid token for one of the
+  member's teams keeps the record (stale, ``reassigned``). Without one, the record is refused
+  with :class:`FieldRecordForbidden`; a ``task_version_seen`` alone proves nothing, since the
+  tablet writes it.
+* A NUL character (U+0000) anywhere in a record's text is refused for that record alone
+  (:class:`FieldRecordInvalid` naming the field): PostgreSQL cannot store it.
+* Every write takes its locks in one fixed order before touching a row: a transaction-level
+  advisory lock per record UUID in ascending key order, then the rows of the tasks its status
+  moves change, in ascending id order (:meth:`BatchMemo.for_batch`). Batches carrying the
+  same UUIDs in any order, and single records beside them, therefore wait for each other
+  instead of deadlocking; the one that waited finds the other's records stored and answers
+  them as replays.
 """
 
 from __future__ import annotations
@@ -23,16 +38,19 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid as uuid_module
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from django.core import signing
 from django.core.files.uploadedfile import UploadedFile
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from accounts.middleware import first_nul
 from accounts.models import Role, membership_of
 from accounts.services import audit_record
 from campaigns.models import CaptureTarget, CollectionTask, FieldRecord, FieldTeam, ProtocolStep
@@ -48,6 +66,9 @@ BLOCK_REASONS: dict[str, str] = {
 NOTE_MAX = 5000
 CAPTION_MAX = 300
 PHOTO_MAX_BYTES = 15 * 1024 * 1024
+# pg_advisory_xact_lock(namespace, key) per record UUID; labeling uses 7401 for label jobs.
+ADVISORY_NAMESPACE = 7402
+TASK_SEEN_SALT = "campaigns.field.task-seen"
 PHOTO_TYPES = {
     "image/jpeg": "jpg",
     "image/png": "png",
@@ -80,11 +101,22 @@ FIELD_STATUS_MOVES: dict[str, tuple[frozenset[str], str]] = {
 
 
 class FieldRecordInvalid(Exception):
-    """The record cannot be stored as sent (unknown kind, malformed payload); resending won't help."""
+    """The record cannot be stored as sent (unknown kind, malformed payload); resending won't help.
+
+    ``field`` names the offending field when there is one (``payload.text``).
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class FieldTaskNotFound(Exception):
     """The record names a task the sender's organization does not have."""
+
+
+class FieldRecordForbidden(Exception):
+    """A field member recorded into a task that is not with a team of theirs; resending won't help."""
 
 
 class RecordConflict(Exception):
@@ -118,15 +150,91 @@ class BatchMemo:
     captured: dict[tuple[int, int], dict[str, int]] = field(default_factory=dict)
 
     @classmethod
-    def for_batch(cls, *, organization_id: int, uuids: list[Any]) -> BatchMemo:
-        valid = []
-        for value in uuids:
+    def for_batch(cls, *, organization_id: int, records: list[Any]) -> BatchMemo:
+        """Lock what these raw records will write, then read what is already stored.
+
+        Call inside the batch's transaction: the locks last until it ends. Takes an advisory
+        lock per UUID in ascending key order, then the rows of the tasks the batch's status
+        moves update (FOR NO KEY UPDATE, ascending id; inserts that only reference a task do
+        not wait for it). Every writer of field records takes them in this order, so none
+        waits for another in a cycle. Malformed entries are skipped here and refused later.
+        """
+        if not transaction.get_connection().in_atomic_block:
+            raise RuntimeError("Open the batch's transaction first: its locks last until it ends.")
+        uuids: set[uuid_module.UUID] = set()
+        moved_tasks: set[int] = set()
+        for item in records:
+            if not isinstance(item, dict):
+                continue
             try:
-                valid.append(uuid_module.UUID(str(value)))
+                uuids.add(uuid_module.UUID(str(item.get("uuid"))))
             except ValueError:
                 continue
-        stored = FieldRecord.objects.filter(organization_id=organization_id, uuid__in=valid)
-        return cls(existing={r.uuid: r for r in stored})
+            kind = item.get("kind")
+            if isinstance(kind, str) and kind in FIELD_STATUS_MOVES:
+                try:
+                    task_id = _int_or_none(item.get("task"), "task")
+                except FieldRecordInvalid:
+                    continue
+                if task_id is not None:
+                    moved_tasks.add(task_id)
+        keys = sorted({_uuid_lock_key(organization_id=organization_id, uuid=u) for u in uuids})
+        if keys:
+            with connection.cursor() as cursor:
+                # unnest yields the keys in array order, so they are locked in that order.
+                cursor.execute(
+                    "SELECT count(pg_advisory_xact_lock(%s, k)) FROM unnest(%s::int[]) AS k",
+                    [ADVISORY_NAMESPACE, keys],
+                )
+        memo = cls()
+        if moved_tasks:
+            locked = (
+                _tasks_of(organization_id)
+                .filter(pk__in=moved_tasks)
+                .order_by("pk")
+                .select_for_update(of=("self",), no_key=True)
+            )
+            found = {task.pk: task for task in locked}
+            memo.tasks = {task_id: found.get(task_id) for task_id in sorted(moved_tasks)}
+        # Read after the locks: a batch that waited sees what the other one committed.
+        stored = FieldRecord.objects.filter(organization_id=organization_id, uuid__in=uuids)
+        memo.existing = {r.uuid: r for r in stored}
+        return memo
+
+
+def _uuid_lock_key(*, organization_id: int, uuid: uuid_module.UUID) -> int:
+    digest = hashlib.blake2b(f"{organization_id}:{uuid}".encode(), digest_size=4).digest()
+    # A collision only makes two records wait for each other; it never lets two race.
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _tasks_of(organization_id: int) -> Any:
+    return CollectionTask.objects.filter(
+        round__campaign__organization_id=organization_id
+    ).select_related("round__campaign", "round__dataset", "team", "site")
+
+
+def task_seen_token(*, task_id: int, team_id: int | None) -> str:
+    """Return the signed proof, sent to tablets with the task, that it was with this team.
+
+    Empty for a task without a team. See the module docstring for what it is for.
+    """
+    if team_id is None:
+        return ""
+    return signing.Signer(salt=TASK_SEEN_SALT).sign(f"{task_id}:{team_id}")
+
+
+def _seen_team(*, token: Any, task_id: int) -> int | None:
+    if not token or not isinstance(token, str):
+        return None
+    try:
+        value = signing.Signer(salt=TASK_SEEN_SALT).unsign(token)
+    except signing.BadSignature:
+        return None
+    seen_task, _, team = value.partition(":")
+    if seen_task != str(task_id) or not team.isdigit():
+        return None
+    return int(team)
 
 
 @dataclass(frozen=True)
@@ -181,9 +289,18 @@ def _text(value: Any, name: str, limit: int) -> str:
 def field_record_clean(*, kind: str, task_id: Any, payload: Any) -> CleanRecord:
     """Validate a record's shape (no database access) and return its canonical content.
 
-    Raises FieldRecordInvalid naming what is wrong. Unknown payload keys are dropped, so the
-    stored content is exactly what the server understood.
+    Raises FieldRecordInvalid naming what is wrong (a NUL character anywhere in the kind or
+    payload, keys included, among it). Unknown payload keys are dropped, so the stored
+    content is exactly what the server understood.
     """
+    for name, value in (("kind", kind), ("payload", payload)):
+        where = first_nul(value, name)
+        if where is not None:
+            raise FieldRecordInvalid(
+                f"{where} contains a NUL character (U+0000), which cannot be stored; "
+                "this record was not stored. Remove it and record again.",
+                field=where,
+            )
     if kind not in FieldRecord.Kind.values:
         raise FieldRecordInvalid(
             f"Unknown record kind {kind!r} (one of {', '.join(FieldRecord.Kind.values)})."
@@ -274,6 +391,7 @@ def field_record_submit(
     payload: Any,
     client_created_at: Any,
     task_version_seen: Any,
+    task_seen: str = "",
     photo: UploadedFile | None = None,
     memo: BatchMemo | None = None,
 ) -> tuple[FieldRecord, bool]:
@@ -281,8 +399,11 @@ def field_record_submit(
 
     A replay with the same content returns the stored record (and its original ``result``);
     raises RecordConflict for the same UUID with other content, FieldRecordInvalid for a
-    malformed record and FieldTaskNotFound for a task outside the sender's organization.
-    See the module docstring for staleness.
+    malformed record, FieldTaskNotFound for a task outside the sender's organization and
+    FieldRecordForbidden for a field member's record into a task not with a team of theirs
+    (``task_seen`` is the token the sync payload gave with the task). Without ``memo`` it
+    takes its own locks (a batch of one); with one, the batch's transaction holds them.
+    See the module docstring for staleness and locking.
     """
     membership = membership_of(user)
     if membership is None:
@@ -307,26 +428,65 @@ def field_record_submit(
     sha256 = clean.sha256
     org_id = membership.organization_id
 
-    if memo is not None and memo.existing is not None:
+    # Without a batch, one record is a batch of one: the same locks, in the same order, held
+    # by its own transaction.
+    with transaction.atomic() if memo is None else nullcontext():
+        if memo is None:
+            memo = BatchMemo.for_batch(
+                organization_id=org_id,
+                records=[{"uuid": record_uuid, "kind": clean.kind, "task": clean.task_id}],
+            )
+        return _store(
+            user=user,
+            role=membership.role,
+            org_id=org_id,
+            record_uuid=record_uuid,
+            clean=clean,
+            sha256=sha256,
+            created_at=created_at,
+            version_seen=version_seen,
+            task_seen=task_seen,
+            photo=photo,
+            memo=memo,
+        )
+
+
+def _store(
+    *,
+    user: Any,
+    role: str,
+    org_id: int,
+    record_uuid: uuid_module.UUID,
+    clean: CleanRecord,
+    sha256: str,
+    created_at: datetime,
+    version_seen: int,
+    task_seen: str,
+    photo: UploadedFile | None,
+    memo: BatchMemo,
+) -> tuple[FieldRecord, bool]:
+    if memo.existing is not None:
         existing = memo.existing.get(record_uuid)
     else:
         existing = FieldRecord.objects.filter(organization_id=org_id, uuid=record_uuid).first()
     if existing is not None:
         return _replay(existing, sha256)
 
-    if memo is not None and clean.task_id in memo.tasks:
+    if clean.task_id in memo.tasks:
         task = memo.tasks[clean.task_id]
     else:
-        task = (
-            CollectionTask.objects.filter(round__campaign__organization_id=org_id, pk=clean.task_id)
-            .select_related("round__campaign", "round__dataset")
-            .first()
-        )
-        if memo is not None:
-            memo.tasks[clean.task_id] = task
+        task = _tasks_of(org_id).filter(pk=clean.task_id).first()
+        memo.tasks[clean.task_id] = task
     if task is None:
         raise FieldTaskNotFound(f"Task {clean.task_id} does not exist in your organization.")
+    if role == Role.FIELD and not _may_record(task=task, user=user, task_seen=task_seen, memo=memo):
+        team = f"team {task.team.name}" if task.team else "no team"
+        raise FieldRecordForbidden(
+            f"Task {task.pk} ({task.site.name}) is with {team}, not with a team you belong "
+            "to: only its team or a manager can record into it. This record was not stored."
+        )
 
+    # A savepoint per record: in a batch, a record that fails rolls back alone.
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -342,13 +502,23 @@ def field_record_submit(
                     task_version_seen=version_seen,
                 )
         except IntegrityError:
-            # Another request with this UUID committed first: answer as its replay.
+            # Another request with this UUID committed first: answer as its replay. Every
+            # path here holds the UUID's lock, so only a writer outside this module gets here.
             winner = FieldRecord.objects.get(organization_id=org_id, uuid=record_uuid)
             return _replay(winner, sha256)
-        _apply(record=record, task=task, user=user, role=membership.role, photo=photo, memo=memo)
-    if memo is not None and memo.existing is not None:
+        _apply(record=record, task=task, user=user, role=role, photo=photo, memo=memo)
+    if memo.existing is not None:
         memo.existing[record_uuid] = record
     return record, True
+
+
+def _may_record(*, task: CollectionTask, user: Any, task_seen: str, memo: BatchMemo) -> bool:
+    """Whether a field member may record into the task: it is, or was when their tablet
+    synced it (a valid ``seen`` token), with a team of theirs."""
+    if task.team_id and _is_member(task.team_id, user, memo):
+        return True
+    seen = _seen_team(token=task_seen, task_id=task.pk)
+    return seen is not None and _is_member(seen, user, memo)
 
 
 def _photo_facts(photo: UploadedFile | None) -> dict[str, Any]:

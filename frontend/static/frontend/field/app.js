@@ -147,6 +147,7 @@
     const r = Object.assign({
       uuid: window.FieldStore.uuid4(), kind: kind, task: task.id, payload: payload || {},
       client_created_at: new Date().toISOString(), task_version_seen: task.version,
+      task_seen: task.seen || "",  // the server's proof that the task was with our team
     }, extra || {});
     if (navigator.vibrate) navigator.vibrate(25);
     return sync.enqueue(r);
@@ -493,19 +494,42 @@
         sync.authProblem ? h("a", { class: "tap", href: config.login, text: "Sign in" }) : null));
     }
     if (state.conflicts.length) {
+      const refused = state.conflicts.slice().sort(function (a, b) { return a.client_created_at < b.client_created_at ? -1 : 1; });
       out.push(h("div", { class: "banner bad conflicts", role: "alert" },
-        h("strong", { text: state.conflicts.length + (state.conflicts.length === 1 ? " record was" : " records were") + " refused by the server" }),
-        h("ul", null, state.conflicts.map(function (c) {
-          const task = taskById(c.task);
-          const why = c.status === 409
-            ? "its ID was already used for different content" + (c.stored ? " (stored " + fmtClock(c.stored.received_at) + ")" : "") + "; this version was not stored."
-            : c.detail;
-          return h("li", null, (KIND_LABELS[c.kind] || c.kind) + " at " + fmtClock(c.client_created_at) +
-            (task ? " · " + task.site.name : "") + ": " + why + " ",
-            h("button", { class: "tap", type: "button", text: "Dismiss", onclick: function () { store.remove("conflicts", c.uuid).then(reload); } }));
-        }))));
+        h("strong", { text: refused.length + (refused.length === 1 ? " record was" : " records were") + " refused by the server" }),
+        h("p", { class: "muted", text: "Not stored and not sent again. Copy what you need (or record it again), then dismiss." }),
+        h("ul", { class: "refused" }, refused.map(refusedItem))));
     }
     return out;
+  }
+
+  // What a refused record said, as text the person can read and copy.
+  function recordText(c) {
+    const p = c.payload || {};
+    if (c.kind === "note") return p.text || "";
+    if (c.kind === "capture") return p.calibration ? "Calibration episode" : "Episode: " + (p.outcome || "success");
+    if (c.kind === "blocked") return (p.reason || "") + (p.detail ? ": " + p.detail : "");
+    if (c.kind === "step_done") return p.title || "";
+    if (c.kind === "photo") return p.caption || c.filename || "";
+    return "";
+  }
+
+  function refusedItem(c) {
+    const task = taskById(c.task);
+    const why = c.status === 409
+      ? "its ID was already used for different content" + (c.stored ? " (stored " + fmtClock(c.stored.received_at) + ")" : "") + "; this version was not stored."
+      : c.detail || "refused (" + c.status + ").";
+    const text = recordText(c);
+    const copy = [KIND_LABELS[c.kind] || c.kind, c.client_created_at, task ? task.site.name : "task " + c.task, text].join(" · ");
+    return h("li", { class: "refused-record", "data-uuid": c.uuid, "data-status": String(c.status) },
+      h("strong", { text: (KIND_LABELS[c.kind] || c.kind) + " at " + fmtClock(c.client_created_at) + (task ? " · " + task.site.name : "") }),
+      text ? h("blockquote", { class: "refused-content", text: text }) : null,
+      h("span", { class: "refused-reason", text: why }),
+      h("span", { class: "button-row" },
+        h("button", { class: "tap", type: "button", "data-action": "dismiss-refused", text: "Dismiss",
+          onclick: function () { store.remove("conflicts", c.uuid).then(reload); } }),
+        navigator.clipboard ? h("button", { class: "tap", type: "button", "data-action": "copy-refused", text: "Copy",
+          onclick: function (e) { navigator.clipboard.writeText(copy).then(function () { e.target.textContent = "Copied"; }, function () {}); } }) : null));
   }
 
   function statusBar() {

@@ -1,9 +1,13 @@
 // Fieldcraft field app: the sync loop.
 // Every action is written to the outbox first (IndexedDB), then sent. A record leaves the
-// outbox only when the server answers 200/201 (stored) or refuses it for good (409 conflict,
-// 400/404): those go to `conflicts` and are shown, never resent. Anything else (no network,
-// a timeout, a 5xx, a lost response) keeps it in the outbox and retries with exponential
-// backoff and jitter. Resending is safe: the server is idempotent on the record's UUID.
+// outbox only when the server answers 200/201 (stored) or refuses that record for good (409
+// conflict, 400 malformed, 403 not the team's task, 404 unknown task): refused records go to
+// `conflicts`, with the reason and their full content, and are shown until the person
+// dismisses them; they are never resent. Anything else (no network, a timeout, a 5xx, a lost
+// response, a signed-out 403) keeps it in the outbox and retries with exponential backoff and
+// jitter. Resending is safe: the server is idempotent on the record's UUID.
+// A batch refused as a whole (400 without per-record answers) is resent one record at a
+// time, so that one bad record is refused alone and never holds up the rest of the queue.
 (function () {
   "use strict";
 
@@ -12,6 +16,7 @@
   const REFRESH_MS = 60000;
   const MAX_BACKOFF_MS = 60000;
   const KEEP_SENT_MS = 7 * 24 * 3600 * 1000;
+  const REFUSED = [400, 403, 404, 409];  // a per-record answer with one of these is final
 
   function csrfToken() {
     const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
@@ -136,17 +141,32 @@
     return round();
   };
 
+  // A record's own answer (as opposed to a whole-request refusal such as a signed-out 403).
+  function isOutcome(data) {
+    return !!data && typeof data.status === "number" && "uuid" in data && "record" in data;
+  }
+
   Sync.prototype.post = function (url, body, headers, ms) {
     const t = withTimeout(ms);
     const h = Object.assign({ "X-CSRFToken": csrfToken(), Accept: "application/json" }, headers || {});
     return fetch(url, { method: "POST", body: body, headers: h, credentials: "same-origin", signal: t.signal })
       .then(function (response) {
         t.done();
-        if (response.status === 200 || response.status === 201 || response.status === 409 ||
-            response.status === 400 || response.status === 404) {
-          return response.json().then(function (data) { return { status: response.status, data: data }; });
+        const status = response.status;
+        if (status === 200 || status === 201 || (REFUSED.indexOf(status) >= 0 && status !== 403)) {
+          // A refusal may come from outside the API (an HTML error page): still an answer.
+          return response.json().then(null, function () { return status >= 400 ? {} : null; })
+            .then(function (data) { return { status: status, data: data }; });
         }
-        throw new HttpError(response.status, "The server answered " + response.status + "; retrying.");
+        const retry = new HttpError(status, "The server answered " + status + "; retrying.");
+        if (status === 403) {
+          // One record refused (another team's task) or the whole request (signed out)?
+          return response.json().then(function (data) {
+            if (isOutcome(data)) return { status: status, data: data };
+            throw retry;
+          }, function () { throw retry; });
+        }
+        throw retry;
       }, function (err) { t.done(); throw err; });
   };
 
@@ -154,6 +174,7 @@
     return {
       uuid: r.uuid, kind: r.kind, task: r.task, payload: r.payload,
       client_created_at: r.client_created_at, task_version_seen: r.task_version_seen,
+      task_seen: r.task_seen || "",
     };
   }
 
@@ -162,16 +183,35 @@
     const body = JSON.stringify(rows.map(wire));
     return this.post(this.config.records, body, { "Content-Type": "application/json" }, 20000)
       .then(function (answer) {
-        if (answer.status !== 200 || !answer.data || !Array.isArray(answer.data.results)) {
+        const results = answer.data && answer.data.results;
+        if (answer.status === 400 && !Array.isArray(results)) return self.sendEach(rows);
+        if (answer.status !== 200 || !Array.isArray(results)) {
           throw new HttpError(answer.status, (answer.data && answer.data.detail) || "The batch was refused.");
         }
         const byUuid = {};
         rows.forEach(function (r) { byUuid[r.uuid] = r; });
-        return Promise.all(answer.data.results.map(function (res) {
-          const local = byUuid[res.uuid];
+        // One answer per record, in the order sent (a malformed UUID is answered as null).
+        return Promise.all(results.map(function (res, i) {
+          const local = byUuid[res.uuid] || rows[i];
           return local ? self.settle(local, res) : 0;
-        })).then(function (counts) { return counts.reduce(function (a, b) { return a + b; }, 0); });
+        })).then(sum);
       });
+  };
+
+  function sum(counts) { return counts.reduce(function (a, b) { return a + b; }, 0); }
+
+  // The batch was refused as a whole: send its records one by one, each answered alone.
+  Sync.prototype.sendEach = function (rows) {
+    const self = this;
+    let confirmed = 0;
+    return rows.reduce(function (chain, r) {
+      return chain.then(function () {
+        const body = JSON.stringify(wire(r));
+        return self.post(self.config.records, body, { "Content-Type": "application/json" }, 20000)
+          .then(function (answer) { return self.settle(r, answer.data, answer.status); })
+          .then(function (n) { confirmed += n; });
+      });
+    }, Promise.resolve()).then(function () { return confirmed; });
   };
 
   Sync.prototype.sendPhoto = function (r) {
@@ -181,15 +221,19 @@
     form.append("task", String(r.task));
     form.append("client_created_at", r.client_created_at);
     form.append("task_version_seen", String(r.task_version_seen));
+    form.append("task_seen", r.task_seen || "");
     form.append("caption", (r.payload && r.payload.caption) || "");
     form.append("file", r.blob, r.filename || "photo.jpg");
     return this.post(this.config.photos, form, {}, 120000).then(function (answer) {
-      return self.settle(r, answer.data || { status: answer.status, detail: "" });
+      return self.settle(r, answer.data, answer.status);
     });
   };
 
   // Apply the server's answer for one record; resolve 1 when it is stored on the server.
-  Sync.prototype.settle = function (local, res) {
+  // httpStatus: the response's own status, for a record sent alone (its answer may be a
+  // whole-request refusal without a per-record status).
+  Sync.prototype.settle = function (local, answer, httpStatus) {
+    const res = isOutcome(answer) ? answer : Object.assign({ detail: "" }, answer || {}, { status: httpStatus });
     const status = res.status;
     if (status === 200 || status === 201) {
       const record = res.record || {};
@@ -200,11 +244,14 @@
         result: record.result || {}, confirmed_at: Date.now(), photo_url: record.photo_url || null,
       }).then(function () { return 1; });
     }
-    if (status === 409 || status === 400 || status === 404) {
+    if (REFUSED.indexOf(status) >= 0) {
+      // Everything the person needs to read, copy or redo the record stays on the tablet.
       const row = {
         uuid: local.uuid, kind: local.kind, task: local.task, payload: local.payload,
-        client_created_at: local.client_created_at, status: status, detail: res.detail || "",
+        client_created_at: local.client_created_at, task_version_seen: local.task_version_seen,
+        status: status, detail: res.detail || "", field: res.field || null,
         stored: res.conflict ? res.conflict.stored : null, refused_at: Date.now(),
+        blob: local.blob || null, filename: local.filename || null,
       };
       return this.store.settle(local.uuid, "conflicts", row).then(function () { return 0; });
     }
