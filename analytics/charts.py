@@ -9,6 +9,7 @@ pages that must render in under 300 ms; the dicts follow plotly.js's schema dire
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 PALETTE = {"target": "#0f6e8c", "training": "#e0a030", "priority": "#b42318"}
@@ -20,9 +21,27 @@ METRICS = {
 }
 
 
+def plot_text(value: Any) -> str:
+    """Escape a label from user data so plotly shows it as text, never as markup.
+
+    plotly.js renders a subset of HTML in every text it draws (titles, tick labels, trace
+    text, hover labels, legend names, annotations): ``<a href>`` becomes a live link and
+    ``<br>`` a line break. With ``&``, ``<`` and ``>`` as entities, which plotly turns back
+    into characters, a condition label or site name reads exactly as typed. Escape once:
+    every figure function below escapes its inputs, so callers pass raw text.
+    """
+    text = "" if value is None else str(value)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def plot_texts(values: Iterable[Any]) -> list[str]:
+    """:func:`plot_text` over a list of labels (tick labels, trace text)."""
+    return [plot_text(v) for v in values]
+
+
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
-        "title": {"text": title, "font": {"size": 14}},
+        "title": {"text": plot_text(title), "font": {"size": 14}},
         "margin": {"l": 140, "r": 20, "t": 40, "b": 80},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
@@ -40,11 +59,15 @@ def heatmap(
     metric: str,
     hover: list[list[str]] | None = None,
 ) -> dict[str, Any]:
-    """Heatmap of a metric over two condition dimensions."""
+    """Heatmap of a metric over two condition dimensions.
+
+    ``hover`` is trusted markup (numbers and ``<br>``) built by the caller; the labels are
+    escaped here.
+    """
     trace: dict[str, Any] = {
         "type": "heatmap",
-        "x": x_labels,
-        "y": y_labels,
+        "x": plot_texts(x_labels),
+        "y": plot_texts(y_labels),
         "z": z,
         # Light for little, dark for much (plotly's named "Blues" runs the other way).
         "colorscale": (
@@ -70,7 +93,7 @@ def dimension_bars(
             {
                 "type": "bar",
                 "name": "Target",
-                "x": values,
+                "x": plot_texts(values),
                 "y": target,
                 "marker": {"color": PALETTE["target"]},
                 "hovertemplate": "%{x}: %{y:.1%} of production<extra></extra>",
@@ -78,7 +101,7 @@ def dimension_bars(
             {
                 "type": "bar",
                 "name": "Training",
-                "x": values,
+                "x": plot_texts(values),
                 "y": training,
                 "marker": {"color": PALETTE["training"]},
                 "hovertemplate": "%{x}: %{y:.1%} of training<extra></extra>",
@@ -105,7 +128,7 @@ def comparison_bars(
                 "type": "bar",
                 "orientation": "h",
                 "name": "Earlier",
-                "y": labels,
+                "y": plot_texts(labels),
                 "x": before,
                 "marker": {"color": "#9aa5ad"},
             },
@@ -113,7 +136,7 @@ def comparison_bars(
                 "type": "bar",
                 "orientation": "h",
                 "name": "Later",
-                "y": labels,
+                "y": plot_texts(labels),
                 "x": after,
                 "marker": {"color": PALETTE["target"]},
             },
@@ -146,12 +169,12 @@ def site_map(*, sites: list[dict[str, Any]]) -> dict[str, Any]:
             {
                 "type": "scatter",
                 "mode": "markers+text",
-                "name": kind.capitalize(),
+                "name": plot_text(str(kind).capitalize()),
                 "x": [s["lon"] for s in group],
                 "y": [s["lat"] for s in group],
-                "text": [s["name"] for s in group],
+                "text": plot_texts(s["name"] for s in group),
                 "textposition": "top center",
-                "customdata": [s.get("status", "") for s in group],
+                "customdata": plot_texts(s.get("status", "") for s in group),
                 "hovertemplate": "%{text}<br>%{customdata}<extra></extra>",
                 "marker": {
                     "size": 14,
@@ -237,11 +260,13 @@ def performance_shift(
 ) -> dict[str, Any]:
     """Success before and after a round per cell or site, with 95% intervals as error bars."""
 
+    shown = plot_texts(labels)
+
     def bars(name: str, y: list[float], err: list[list[float]], colour: str) -> dict[str, Any]:
         return {
             "type": "bar",
             "name": name,
-            "x": labels,
+            "x": shown,
             "y": y,
             "marker": {"color": colour},
             "error_y": {

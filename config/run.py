@@ -3,15 +3,23 @@
 Uses the embedded PostgreSQL (``.data/postgres``) unless DATABASE_URL is set, and the
 filesystem Celery broker (``.data/broker``) unless CELERY_BROKER_URL is set. Ctrl-C stops
 everything; running it again reuses the data.
+
+It serves with DEBUG off (``DEBUG=1 make run`` for Django's debug pages): error pages show
+nothing of the code, settings or URLconf to whoever asks. Without SECRET_KEY it generates a
+key once into ``.data/secret_key`` (mode 0600) and every later run, and any ``manage.py``
+command run beside it, reads the same file (see ``config/settings.py``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -20,9 +28,61 @@ HOST = os.environ.get("FIELDCRAFT_HOST", "127.0.0.1")
 PORT = os.environ.get("FIELDCRAFT_PORT", "8000")
 
 
-def main() -> int:
-    env = dict(os.environ)
+TRUE = {"1", "true", "yes", "on"}  # as config.settings.env_bool reads them
+WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]", ""}  # noqa: S104 - names, not a bind
+
+
+def local_secret_key(path: Path) -> None:
+    """Create the local secret key file once: random, readable by its owner only (0600).
+
+    Assumes nothing else writes ``path``; two runs starting at once end with one key (the
+    file appears whole or not at all, and an existing one is never replaced).
+    """
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(50) + "\n")
+        with contextlib.suppress(FileExistsError):  # another run made it first: keep that
+            os.link(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def local_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment `make run` gives migrate, the web server and the worker.
+
+    DEBUG off unless DEBUG is set truthy; the generated key in the data folder unless
+    SECRET_KEY is set; the bound host in ALLOWED_HOSTS; plain HTTP on this machine, so no
+    redirect to HTTPS and cookies without the Secure flag (a browser would drop those).
+    Bound to all interfaces (0.0.0.0), no name is added: set ALLOWED_HOSTS to the names
+    the other machines use.
+    """
+    env = dict(environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    if not env.get("DEBUG"):
+        env["DEBUG"] = "0"
+    data_dir = Path(env.get("FIELDCRAFT_DATA_DIR") or BASE_DIR / ".data")
+    if not env.get("SECRET_KEY"):
+        local_secret_key(data_dir / "secret_key")
+    host = env.get("FIELDCRAFT_HOST", HOST)
+    hosts = [h.strip() for h in env.get("ALLOWED_HOSTS", "").split(",") if h.strip()]
+    hosts = hosts or ["127.0.0.1", "localhost"]
+    if host not in WILDCARD_HOSTS and host not in hosts:
+        hosts.append(host)
+    env["ALLOWED_HOSTS"] = ",".join(hosts)
+    if env["DEBUG"].strip().lower() not in TRUE:
+        env.setdefault("SECURE_SSL_REDIRECT", "0")
+        env.setdefault("SECURE_COOKIES", "0")
+    return env
+
+
+def main() -> int:
+    env = local_env(os.environ)
+    debug = env["DEBUG"].strip().lower() in TRUE
     server = None
     if not env.get("DATABASE_URL"):
         from config.embedded_db import _server, database_url
@@ -33,7 +93,8 @@ def main() -> int:
     manage = [sys.executable, str(BASE_DIR / "manage.py")]
     subprocess.check_call([*manage, "migrate", "--no-input", "-v", "0"], env=env)
     subprocess.check_call([*manage, "seed_demo"], env=env)
-    if env.get("DEBUG", "1") in {"0", "false", "False"}:
+    if not debug:
+        # Hashed, compressed files that whitenoise serves from the app with DEBUG off.
         subprocess.check_call([*manage, "collectstatic", "--no-input", "-v", "0"], env=env)
 
     children = [
@@ -51,7 +112,10 @@ def main() -> int:
                 "--without-gossip",
                 "--without-mingle",
                 "--schedule",
-                str(BASE_DIR / ".data" / "celerybeat-schedule"),
+                str(
+                    Path(env.get("FIELDCRAFT_DATA_DIR") or BASE_DIR / ".data")
+                    / "celerybeat-schedule"
+                ),
             ],
             env=env,
             cwd=BASE_DIR,
@@ -80,7 +144,8 @@ def main() -> int:
     names = {children[0].pid: "celery worker", children[1].pid: "gunicorn"}
     print(
         "\n"
-        f"  Fieldcraft is running at http://{HOST}:{PORT}/\n"
+        f"  Fieldcraft is running at http://{HOST}:{PORT}/"
+        f" (DEBUG {'on' if debug else 'off; DEBUG=1 make run for debug pages'})\n"
         "  Demo logins (password: demo):\n"
         "    manager    programme manager (planner)\n"
         "    field      field team member (tablet app)\n"

@@ -1,8 +1,13 @@
 """Fieldcraft settings: one module, read from the environment.
 
 Environment:
-    DEBUG                 "1" for development (default "1" unless SECRET_KEY is set).
-    SECRET_KEY            required when DEBUG is off; the app refuses to start without it.
+    DEBUG                 "1" for development (default "1"; `make run` sets "0" unless given).
+    SECRET_KEY            required when DEBUG is off; the app refuses to start without it,
+                          unless `make run` has generated FIELDCRAFT_DATA_DIR/secret_key.
+    SECURE_COOKIES        "0" drops the Secure flag of the session and CSRF cookies with
+                          DEBUG off (`make run` serves plain HTTP on this machine).
+    ANON_THROTTLE_RATE    API requests an anonymous address may make (default "60/min").
+    NUM_PROXIES           reverse proxies in front that append to X-Forwarded-For (default 0).
     ALLOWED_HOSTS         comma-separated host names.
     DATABASE_URL          postgres://... (set by `make run`/`make test` from the embedded server
                           when not given).
@@ -35,8 +40,28 @@ def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
+def local_secret_key(path: Path) -> str:
+    """The key `make run` generated (config/run.py), or "" when there is no such file.
+
+    Raises ImproperlyConfigured when others than its owner may read it. The app never
+    creates this file, only `make run` does: a deployment without SECRET_KEY still refuses
+    to start, unless `make run` ran in its very data folder, and then the key is random and
+    private, not a known one.
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return ""
+    if mode & 0o077:
+        raise ImproperlyConfigured(
+            f"{path} is readable by others (mode {mode & 0o777:o}): `chmod 600 {path}`, or "
+            "delete it and `make run` writes a new one (signed-in sessions end)."
+        )
+    return path.read_text().strip()
+
+
 DEBUG = env_bool("DEBUG", True)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or local_secret_key(DATA_DIR / "secret_key")
 if not SECRET_KEY:
     if not DEBUG:
         raise ImproperlyConfigured(
@@ -173,8 +198,7 @@ SECURE_REFERRER_POLICY = "same-origin"
 if not DEBUG:
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", 31536000))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
@@ -189,20 +213,39 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_ENABLED = env_bool("AXES_ENABLED", True)
 
 REST_FRAMEWORK = {
+    # Session CSRF checked on Django's request, so no body is parsed before permissions.
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.SessionAuthentication",
+        "accounts.authentication.SessionAuthentication",
         "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.IsMemberWithRole"],
+    # Bodies nested too deep, lone surrogates and infinite numbers are a 400 at parse time;
+    # rendering survives a lone surrogate that still reaches a response (through a query).
+    "DEFAULT_PARSER_CLASSES": [
+        "accounts.parsers.JSONParser",
+        "accounts.parsers.FormParser",
+        "accounts.parsers.MultiPartParser",
+    ],
+    "DEFAULT_RENDERER_CLASSES": [
+        "accounts.renderers.JSONRenderer",
+        "accounts.renderers.BrowsableAPIRenderer",
+    ],
+    # Relation filters choose among the caller's own objects (no existence oracle).
     "DEFAULT_FILTER_BACKENDS": [
-        "django_filters.rest_framework.DjangoFilterBackend",
+        "accounts.filters.DjangoFilterBackend",
         "rest_framework.filters.OrderingFilter",
         "rest_framework.filters.SearchFilter",
     ],
     "DEFAULT_PAGINATION_CLASS": "accounts.pagination.DefaultPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_RATES": {"anon": "60/min"},
+    # Anonymous callers only (by address): members are not throttled, so the tablets' sync
+    # retries, the test suite and bench/load.py never meet a 429 for being signed in.
+    "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.AnonRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"anon": os.environ.get("ANON_THROTTLE_RATE", "60/min")},
+    # The caller is REMOTE_ADDR; with NUM_PROXIES unset DRF would believe any
+    # X-Forwarded-For, and a made-up one per request would escape the throttle.
+    "NUM_PROXIES": int(os.environ.get("NUM_PROXIES", 0)),
     "EXCEPTION_HANDLER": "accounts.apis.exception_handler",
 }
 SPECTACULAR_SETTINGS = {

@@ -37,9 +37,9 @@ def customers_visible_to(membership: Any) -> Any:
 def dashboard_context(*, customer: Organization, operator_id: int | None) -> dict[str, Any]:
     """The dashboard of one customer (only its deployments and campaigns), precomputed.
 
-    The figures only change when a report, a round, an evaluation or production logs change,
-    so the computed context is cached under a fingerprint of those (one cheap query) and
-    dashboards stay fast however many rounds accumulate.
+    The computed context is cached under a fingerprint of every row it is built from (one
+    query, see :func:`_fingerprint`), so an edit shows on the next request and dashboards
+    stay fast however many rounds accumulate.
     """
     from django.core.cache import cache
 
@@ -53,26 +53,48 @@ def dashboard_context(*, customer: Organization, operator_id: int | None) -> dic
     return context
 
 
+# Every input of the dashboard, per customer. Small tables (the customer, its deployments
+# with their site, embodiment and task, campaigns, rounds, the operators' condition labels,
+# evaluation runs) are hashed row by row, whole rows where the page shows most columns: an
+# edit, insert or delete changes the hash whether it went through save() or update(), and
+# needs no updated_at column. Large tables (production logs, evaluation results) enter as
+# count, max id and the sums the page shows. A finished gap report's cells and summary are
+# written once, with its finished_at; a rebuild sets a new finished_at.
+_FINGERPRINT_SQL = """
+WITH camp AS (SELECT * FROM campaigns_campaign WHERE customer_id = %(c)s),
+     dep AS (SELECT * FROM sites_deployment WHERE customer_id = %(c)s)
+SELECT
+  (SELECT md5(o::text) FROM accounts_organization o WHERE o.id = %(c)s),
+  (SELECT md5(string_agg(concat_ws('|', d::text, s::text, e.name, t.name), ',' ORDER BY d.id))
+     FROM dep d JOIN sites_site s ON s.id = d.site_id
+     JOIN sites_embodiment e ON e.id = d.embodiment_id JOIN sites_task t ON t.id = d.task_id),
+  (SELECT md5(string_agg(c::text, ',' ORDER BY c.id)) FROM camp c),
+  (SELECT md5(string_agg(r::text, ',' ORDER BY r.id))
+     FROM campaigns_collectionround r JOIN camp c ON c.id = r.campaign_id),
+  (SELECT md5(string_agg(concat_ws('|', g.id, g.status, g.finished_at, g.dimension_slugs),
+                         ',' ORDER BY g.id))
+     FROM analytics_gapreport g JOIN camp c ON c.id = g.campaign_id),
+  (SELECT md5(string_agg(concat_ws('|', m.id, m.slug, m.name, v.id, v.slug, v.label, v."order"),
+                         ',' ORDER BY m.id, v.id))
+     FROM sites_conditiondimension m LEFT JOIN sites_conditionvalue v ON v.dimension_id = m.id
+     WHERE m.organization_id IN (SELECT organization_id FROM camp)),
+  (SELECT md5(string_agg(concat_ws('|', e.id, e.label, e.evaluated_on, e.deployment_id),
+                         ',' ORDER BY e.id))
+     FROM analytics_evaluationrun e JOIN dep d ON d.id = e.deployment_id),
+  (SELECT concat_ws('|', COUNT(*), MAX(x.id), SUM(x.trials), SUM(x.successes))
+     FROM analytics_evaluationresult x JOIN analytics_evaluationrun e ON e.id = x.run_id
+     JOIN dep d ON d.id = e.deployment_id),
+  (SELECT concat_ws('|', COUNT(*), MAX(p.id), SUM(p.cycles), SUM(p.failures),
+                    SUM(p.day - DATE '2000-01-01'))
+     FROM sites_productionlog p JOIN dep d ON d.id = p.deployment_id)
+"""
+
+
 def _fingerprint(customer: Organization) -> str:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT
-              (SELECT MAX(finished_at) FROM analytics_gapreport g JOIN campaigns_campaign c ON c.id = g.campaign_id
-                WHERE c.customer_id = %(c)s),
-              (SELECT MAX(status_changed_at) FROM campaigns_collectionround r JOIN campaigns_campaign c
-                ON c.id = r.campaign_id WHERE c.customer_id = %(c)s),
-              (SELECT MAX(e.id) FROM analytics_evaluationrun e JOIN sites_deployment d ON d.id = e.deployment_id
-                WHERE d.customer_id = %(c)s),
-              (SELECT MAX(p.id) FROM sites_productionlog p JOIN sites_deployment d ON d.id = p.deployment_id
-                WHERE d.customer_id = %(c)s),
-              (SELECT COUNT(*) FROM sites_deployment WHERE customer_id = %(c)s),
-              (SELECT MAX(id) FROM campaigns_campaign WHERE customer_id = %(c)s)
-            """,
-            {"c": customer.pk},
-        )
+        cursor.execute(_FINGERPRINT_SQL, {"c": customer.pk})
         return ":".join(str(v) for v in cursor.fetchone())
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect
@@ -248,8 +248,37 @@ class EpisodeMedia(MemberView, View):
     roles = MEDIA_READERS
     scoped_model = Episode
 
+    def episodes(self) -> Any:
+        """Episodes whose media this member may fetch; any other id is a 404.
+
+        Managers: any of the organization's. Annotators: those they hold an assignment for
+        (the labelling page is the only page that shows media to them). Field members: those
+        their own team's tasks captured (the capture record that created the episode, or a
+        recording uploaded for the task).
+        """
+        from campaigns.models import FieldRecord, TaskRecording
+
+        user = self.request.user
+        episodes = Episode.objects.visible_to(user)
+        role = self.membership.role
+        if role == Role.MANAGER:
+            return episodes
+        if role == Role.ANNOTATOR:
+            return episodes.filter(
+                pk__in=LabelAssignment.objects.filter(annotator_id=user.pk).values("episode_id")
+            )
+        if role == Role.FIELD:
+            own_tasks = {"task__team__members": user.pk}
+            captured = FieldRecord.objects.filter(episode__isnull=False, **own_tasks)
+            recorded = TaskRecording.objects.filter(recording__episode__isnull=False, **own_tasks)
+            return episodes.filter(
+                Q(pk__in=captured.values("episode_id"))
+                | Q(pk__in=recorded.values("recording__episode_id"))
+            )
+        return episodes.none()
+
     def get(self, request: HttpRequest, pk: int) -> FileResponse:
-        episode = get_object_or_404(Episode.objects.visible_to(request.user), pk=pk)
+        episode = get_object_or_404(self.episodes(), pk=pk)
         media = episode_media(episode)
         try:
             index = int(request.GET.get("n", 0))

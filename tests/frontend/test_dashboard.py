@@ -81,3 +81,66 @@ def test_dashboard_has_a_print_stylesheet(client, db):
     css = (Path(__file__).resolve().parents[2] / "frontend/static/frontend/app.css").read_text()
 
     assert "@media print" in css
+
+
+def test_an_edited_deployment_and_site_name_show_on_the_next_render(world_a, client_for):
+    from sites.models import Deployment, Site
+
+    viewer = client_for(world_a.viewer)
+    before = viewer.get("/dashboard/").content.decode()
+    # One through update() (no save(), no auto_now), one through save(): both must show.
+    Deployment.objects.filter(pk=world_a.deployment.pk).update(name="Renamed line QZALPHA")
+    site = Site.objects.get(pk=world_a.site.pk)
+    site.name = "Relocated hall QZALPHA"
+    site.save()
+
+    after = viewer.get("/dashboard/").content.decode()
+
+    assert "Deployment QZALPHA" in before and "Warehouse QZALPHA" in before
+    assert "<td>Renamed line QZALPHA</td>" in after
+    assert "<td>Relocated hall QZALPHA</td>" in after  # the table; the map's JSON too:
+    assert "Relocated hall QZALPHA" in after.split('id="site-map"', 1)[1]
+
+
+def test_edited_campaigns_rounds_targets_and_production_show_on_the_next_render(
+    world_a, client_for
+):
+    from campaigns.models import Campaign, CollectionRound
+    from sites.models import Deployment, ProductionLog
+
+    viewer = client_for(world_a.viewer)
+    viewer.get("/dashboard/")
+    Campaign.objects.filter(pk=world_a.campaign.pk).update(name="Winter push QZALPHA")
+    CollectionRound.objects.filter(pk=world_a.round.pk).update(
+        plan_summary={"episodes": 4321, "interventions_before": 9.0, "interventions_after": 3.0}
+    )
+    Deployment.objects.filter(pk=world_a.deployment.pk).update(reliability_target=0.987)
+    ProductionLog.objects.create(
+        deployment=world_a.deployment,
+        condition_set=world_a.episode.condition_set,
+        day="2026-10-02",
+        cycles=1000,
+        failures=250,
+    )
+
+    body = viewer.get("/dashboard/").content.decode()
+
+    assert "Winter push QZALPHA" in body
+    assert "4,321" in body or "4321" in body
+    assert "98.7%" in body
+    assert "75.00%" in body or "75.0%" in body  # success now, from the new production log
+
+
+def test_a_cached_dashboard_of_one_customer_is_not_refreshed_by_another_customers_edit(
+    world_a, world_b, client_for, django_assert_max_num_queries
+):
+    from sites.models import Deployment
+
+    viewer = client_for(world_a.viewer)
+    viewer.get("/dashboard/")
+    Deployment.objects.filter(pk=world_b.deployment.pk).update(name="Other line QZBRAVO")
+
+    with django_assert_max_num_queries(12):
+        body = viewer.get("/dashboard/").content.decode()
+
+    assert "Deployment QZALPHA" in body and "QZBRAVO" not in body

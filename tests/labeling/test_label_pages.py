@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from django.db import connection
@@ -125,25 +124,21 @@ def test_the_labelling_page_shows_the_capture_validation_result(job, world_a, cl
     assert "Recording ep.mcap, 12.5 s" in body
 
 
-def test_the_labelling_page_is_fast_and_flat_in_queries(job, world_a, client_for):
+def test_the_labelling_page_is_flat_in_queries(job, world_a, client_for):
     client = client_for(world_a.annotator)
     assignment = label_next(annotator=world_a.annotator, job=job)
     url = f"/label/assignments/{assignment.pk}/"
     client.get(url)
     with CaptureQueriesContext(connection) as small:
         client.get(url)
-    timings = []
-    for _ in range(5):
-        started = time.perf_counter()
-        assert client.get(url).status_code == 200
-        timings.append(time.perf_counter() - started)
+    assert client.get(url).status_code == 200
     captured_dataset(world_a, 30, slug="more")  # more episodes, values, conditions elsewhere
 
     with CaptureQueriesContext(connection) as large:
         client.get(url)
 
+    # Its speed is measured in bench/, not asserted here (a loaded machine is no clock).
     assert len(large) <= len(small) <= 20
-    assert sorted(timings)[2] < 0.1, timings
 
 
 def test_invalid_answers_are_shown_back_with_the_problem(job, world_a, client_for):
@@ -219,9 +214,9 @@ def test_another_organizations_annotator_sees_nothing(job, world_a, world_b, cli
         "/api/assignments/": {assignment.pk, world_a.label_assignment.pk},
         "/api/annotations/": {world_a.annotation.pk},
         "/api/reviews/": {world_a.review.pk},
-        "/api/gold-labels/": {world_a.gold_label.pk},
-        "/api/exports/": {world_a.dataset_export.pk},
     }
+    for url in ("/api/gold-labels/", "/api/exports/"):  # managers' only, whoever asks
+        assert outsider.get(url).status_code == 403, url
     for url, ids in mine.items():
         seen = {row["id"] for row in outsider.get(url).json()["results"]}
         assert not seen & ids, url
