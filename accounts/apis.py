@@ -85,7 +85,7 @@ class ScopedViewSetMixin:
             instance = serializer.save()
             _audit(self.request, "update", instance, serializer.validated_data)
 
-    def perform_destroy(self, instance: models.Model) -> None:
+    def perform_destroy(self, instance: Any) -> None:
         from django.db.models import ProtectedError
 
         try:
@@ -130,7 +130,7 @@ def same_customer_check(serializer: serializers.BaseSerializer) -> None:
     for name, field in serializer.fields.items():  # type: ignore[attr-defined]
         if field.read_only or not isinstance(field, RelatedField | ManyRelatedField):
             continue
-        source = field.source
+        source = cast(str, field.source)
         if source in data:
             value = data[source]
         elif instance is not None and not isinstance(field, ManyRelatedField):
@@ -148,12 +148,14 @@ def same_customer_check(serializer: serializers.BaseSerializer) -> None:
     foreign = [(name, obj, customer_of(obj)) for name, obj in links if customer_of(obj) != owner]
     if not foreign:
         return
-    ids = {owner, *(theirs for _, _, theirs in foreign)}
-    names = dict(Organization.objects.filter(pk__in=ids).values_list("pk", "name"))
+    ids = [owner, *(theirs for _, _, theirs in foreign if theirs is not None)]
+    names: dict[int | None, str] = dict(
+        Organization.objects.filter(pk__in=ids).values_list("pk", "name")
+    )
     errors: dict[str, list[str]] = {}
     for name, obj, theirs in foreign:
         errors.setdefault(name, []).append(
-            f"{obj._meta.verbose_name.capitalize()} '{obj}' belongs to customer "
+            f"{str(obj._meta.verbose_name).capitalize()} '{obj}' belongs to customer "
             f"{names.get(theirs, theirs)}, not {names.get(owner, owner)}: a write links "
             "objects of one customer only."
         )
@@ -187,7 +189,7 @@ def _still_used(instance: models.Model, exc: Exception) -> str:
     )
     listed = ", ".join(f"{n} {name}" for name, n in sorted(users.items()))
     return (
-        f"{instance._meta.verbose_name.capitalize()} '{instance}' is still used by {listed}; "
+        f"{str(instance._meta.verbose_name).capitalize()} '{instance}' is still used by {listed}; "
         "remove or move those first."
     )
 

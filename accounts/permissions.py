@@ -60,5 +60,6 @@ class IsMemberWithRole(BasePermission):
         membership = membership_of(request.user)
         if membership is None:
             return False
-        roles = declared_roles(view, action=getattr(view, "action", None), method=request.method)
+        method = request.method or "GET"
+        roles = declared_roles(view, action=getattr(view, "action", None), method=method)
         return membership.role in roles

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -149,12 +148,15 @@ def job_running(*, job_id: str) -> Iterator[JobContext | None]:
             errors=exc.errors[:20],
             finished_at=timezone.now(),
         )
-    except Exception as exc:
-        logger.exception("job %s failed", job.pk)
+    except Exception:
+        # The traceback is for the log; the people following the job (field members and
+        # annotators among them) get a sentence, with the job id to find the log lines by.
+        logger.exception("job %s (%s) failed", job.pk, job.kind)
+        message = unexpected_failure_message(job=job)
         Job.objects.filter(pk=job.pk).update(
             status=Job.Status.FAILED,
-            message=f"{type(exc).__name__}: {exc}"[:2000],
-            errors=[{"message": traceback.format_exc(limit=3)[-1500:]}],
+            message=message,
+            errors=[{"message": message}],
             finished_at=timezone.now(),
         )
     else:
@@ -167,6 +169,15 @@ def job_running(*, job_id: str) -> Iterator[JobContext | None]:
                 default=F("progress_done"),
             ),
         )
+
+
+def unexpected_failure_message(*, job: Job) -> str:
+    """What a job that stopped on an unexpected error tells the people following it."""
+    what = job.title or f"This {job.kind} job"
+    return (
+        f"{what} stopped on an unexpected error. Try again; if it fails again, tell your "
+        f"administrator (job {job.pk}: the details are in the server log)."
+    )
 
 
 class JobFailed(Exception):

@@ -22,7 +22,7 @@ from analytics.models import (
     PolicyVersion,
     RoundImpactReport,
 )
-from analytics.selectors import gap_cells
+from analytics.selectors import GapFilterInvalid, gap_cells
 from campaigns.apis import PlanRequestSerializer, RoundViewSet
 from campaigns.models import Campaign, CollectionRound
 from labeling.models import Dataset
@@ -146,13 +146,16 @@ class GapReportViewSet(
     @action(detail=True, methods=["get"])
     def cells(self, request: Request, pk: str | None = None) -> Response:
         report = self.get_object()
-        qs = gap_cells(
-            report=report,
-            coverage=request.query_params.get("coverage"),
-            search=request.query_params.get("q"),
-            value=request.query_params.get("value"),
-            sort=request.query_params.get("sort", "rank"),
-        )
+        try:
+            qs = gap_cells(
+                report=report,
+                coverage=request.query_params.get("coverage"),
+                search=request.query_params.get("q"),
+                value=request.query_params.get("value"),
+                sort=request.query_params.get("sort", "rank"),
+            )
+        except GapFilterInvalid as exc:
+            return Response({exc.parameter: [str(exc)]}, status=status.HTTP_400_BAD_REQUEST)
         try:
             size = max(1, min(1000, int(request.query_params.get("page_size", 100))))
         except ValueError:

@@ -128,6 +128,57 @@ GAP_SORTS = {
 }
 
 
+class GapFilterInvalid(ValueError):
+    """A cell-table filter that the report cannot answer; ``parameter`` names the input."""
+
+    def __init__(self, parameter: str, message: str) -> None:
+        super().__init__(message)
+        self.parameter = parameter
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    # repr escapes what cannot be printed (control characters, lone surrogates).
+    return repr(text if len(text) <= limit else text[:limit] + "…")
+
+
+def gap_value_filter(*, report: Any, value: str) -> tuple[str, str]:
+    """Parse a ``dimension=value`` cell filter into slugs the report knows.
+
+    Raises GapFilterInvalid unless the dimension is one of the report's and the value one of
+    that dimension's values: the slugs become a JSON lookup, so nothing else may pass.
+    """
+    from sites.models import ConditionValue
+
+    dims = [str(d) for d in report.dimension_slugs or []]
+    if "=" not in value:
+        raise GapFilterInvalid(
+            "value",
+            f"value must be dimension=value (e.g. {dims[0] if dims else 'lighting'}=dim); "
+            f"got {_shown(value)}.",
+        )
+    dim, val = value.split("=", 1)
+    if dim not in dims:
+        raise GapFilterInvalid(
+            "value",
+            f"value: {_shown(dim)} is not a dimension of this report; expected one of: "
+            f"{', '.join(dims) or '(none)'}.",
+        )
+    known = list(
+        ConditionValue.objects.filter(
+            dimension__organization_id=report.organization_id, dimension__slug=dim
+        )
+        .order_by("order", "slug")
+        .values_list("slug", flat=True)
+    )
+    if val not in known:
+        raise GapFilterInvalid(
+            "value",
+            f"value: {_shown(val)} is not a value of {dim}; expected one of: "
+            f"{', '.join(known) or '(none)'}.",
+        )
+    return dim, val
+
+
 def gap_cells(
     *,
     report: Any,
@@ -136,7 +187,10 @@ def gap_cells(
     value: str | None = None,
     sort: str = "rank",
 ) -> Any:
-    """A report's cells, filtered and sorted for the cell table (paginate the result)."""
+    """A report's cells, filtered and sorted for the cell table (paginate the result).
+
+    Raises GapFilterInvalid when ``value`` is not ``dimension=value`` of the report.
+    """
     from analytics.models import GapCell
 
     qs = GapCell.objects.filter(report=report)
@@ -144,9 +198,10 @@ def gap_cells(
         qs = qs.filter(coverage=int(coverage))
     if search:
         qs = qs.filter(label__icontains=search)
-    if value and "=" in value:
-        dim, val = value.split("=", 1)
-        qs = qs.filter(**{f"values__{dim}": val})
+    if value:
+        dim, val = gap_value_filter(report=report, value=value)
+        # Containment, not a key lookup: a slug may hold "__", which a lookup would split.
+        qs = qs.filter(values__contains={dim: val})
     return qs.order_by(GAP_SORTS.get(sort, "rank"), "rank")
 
 

@@ -31,6 +31,7 @@ from campaigns.models import (
 )
 from campaigns.services import RoundTransitionRefused, round_create, round_transition
 from sites.models import Deployment, Embodiment, Task
+from sites.validators import validate_time_zone
 
 
 class CampaignSerializer(serializers.ModelSerializer):
@@ -58,6 +59,7 @@ class CampaignSerializer(serializers.ModelSerializer):
             "transfer_weight",
             "status",
         ]
+        extra_kwargs = {"budget_hours": {"min_value": 0}, "budget_money": {"min_value": 0}}
 
     def validate(self, attrs: dict) -> dict:
         start = attrs.get("start_date", getattr(self.instance, "start_date", None))
@@ -116,6 +118,11 @@ class RoundSerializer(serializers.ModelSerializer):
             "created_at",
             "status_changed_at",
         ]
+        extra_kwargs = {
+            "budget_hours": {"min_value": 0},
+            "budget_money": {"min_value": 0},
+            "days": {"min_value": 1},
+        }
 
 
 class TransitionSerializer(serializers.Serializer):
@@ -200,6 +207,10 @@ class FieldTeamSerializer(serializers.ModelSerializer):
             "travel_speed_kmh",
             "cost_per_hour",
         ]
+        extra_kwargs = {"cost_per_hour": {"min_value": 0}}
+
+    def validate_home_timezone(self, value: str) -> str:
+        return validate_time_zone(value)
 
 
 class FieldTeamViewSet(ScopedModelViewSet):

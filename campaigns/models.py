@@ -76,6 +76,14 @@ class Campaign(models.Model):
                 name="campaign_transfer_weight_range",
                 condition=Q(transfer_weight__gte=0) & Q(transfer_weight__lte=1),
             ),
+            models.CheckConstraint(
+                name="campaign_budget_hours_nonnegative",
+                condition=Q(budget_hours__isnull=True) | Q(budget_hours__gte=0),
+            ),
+            models.CheckConstraint(
+                name="campaign_budget_money_nonnegative",
+                condition=Q(budget_money__isnull=True) | Q(budget_money__gte=0),
+            ),
         ]
 
     def __str__(self) -> str:
@@ -155,6 +163,15 @@ class CollectionRound(models.Model):
                 ),
             ),
             models.CheckConstraint(name="round_number_positive", condition=Q(number__gte=1)),
+            models.CheckConstraint(
+                name="round_budget_hours_nonnegative",
+                condition=Q(budget_hours__isnull=True) | Q(budget_hours__gte=0),
+            ),
+            models.CheckConstraint(
+                name="round_budget_money_nonnegative",
+                condition=Q(budget_money__isnull=True) | Q(budget_money__gte=0),
+            ),
+            models.CheckConstraint(name="round_days_positive", condition=Q(days__gte=1)),
         ]
 
     def __str__(self) -> str:
@@ -248,6 +265,7 @@ class FieldTeam(models.Model):
                 name="team_hours_range", condition=Q(hours_per_day__gt=0) & Q(hours_per_day__lte=16)
             ),
             models.CheckConstraint(name="team_speed_positive", condition=Q(travel_speed_kmh__gt=0)),
+            models.CheckConstraint(name="team_cost_nonnegative", condition=Q(cost_per_hour__gte=0)),
         ]
 
     def __str__(self) -> str:

@@ -8,13 +8,13 @@ from typing import Any
 from drf_spectacular.utils import extend_schema, extend_schema_field
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from accounts.apis import ScopedViewSetMixin
 from accounts.models import membership_of
 from accounts.pagination import LargeListPagination
+from accounts.parsers import FormParser, JSONParser, MultiPartParser
 from accounts.permissions import MANAGERS
 from labeling.importers.errors import ImportFailed
 from labeling.importers.sources import FORMATS

@@ -25,6 +25,7 @@ from sites.models import (
     Site,
     Task,
 )
+from sites.validators import validate_time_zone
 
 
 class ActionDimensionSerializer(serializers.ModelSerializer):
@@ -129,15 +130,10 @@ class SiteSerializer(serializers.ModelSerializer):
             "access_windows",
             "presents",
         ]
+        extra_kwargs = {"cost_per_hour": {"min_value": 0}}
 
     def validate_timezone(self, value: str) -> str:
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise serializers.ValidationError(f"Unknown IANA time zone {value!r}.") from exc
-        return value
+        return validate_time_zone(value)
 
     @transaction.atomic
     def create(self, validated_data: dict[str, Any]) -> Site:

@@ -315,6 +315,7 @@ class Site(models.Model):
             models.CheckConstraint(
                 name="site_setup_hours_nonnegative", condition=Q(setup_hours__gte=0)
             ),
+            models.CheckConstraint(name="site_cost_nonnegative", condition=Q(cost_per_hour__gte=0)),
         ]
 
     def __str__(self) -> str:

@@ -38,6 +38,28 @@ def _side_connections_closed() -> Iterator[None]:
     beside_close()
 
 
+@pytest.fixture(autouse=True)
+def _no_server_errors(request: Any) -> Iterator[None]:
+    """Fail any test during which the app raised an unhandled exception (a 500), even where
+    the response went to a browser, a thread or a live server rather than the test client."""
+    from django.core.signals import got_request_exception
+
+    raised: list[str] = []
+
+    def record(sender: Any, request: Any = None, **kwargs: Any) -> None:
+        import sys
+
+        exc = sys.exc_info()[1]
+        path = getattr(request, "path", "?")
+        raised.append(f"{getattr(request, 'method', '?')} {path}: {exc!r}")
+
+    got_request_exception.connect(record, weak=False)
+    yield
+    got_request_exception.disconnect(record)
+    if raised and request.node.get_closest_marker("server_errors_expected") is None:
+        pytest.fail("the app answered with a server error:\n" + "\n".join(raised))
+
+
 @pytest.fixture
 def world_a(db: None) -> World:
     return build_world("qzalpha")

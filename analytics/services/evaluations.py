@@ -19,6 +19,7 @@ from typing import Any
 from django.db import transaction
 
 from accounts.models import Organization
+from accounts.parsers import first_lone_surrogate, json_too_deep, lone_surrogate_refusal
 from accounts.services import audit_record
 from analytics.models import EvaluationFailure, EvaluationResult, EvaluationRun, PolicyVersion
 from sites.models import Deployment, FailureMode
@@ -61,15 +62,29 @@ class ParsedResults:
     kind: str = "cell"
 
 
+# Trials and successes are stored in positive integer columns.
+MAX_COUNT = 2**31 - 1
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
 def _int(value: Any, where: str, problems: list[str]) -> int | None:
     text = str(value).strip().replace(",", "").replace("_", "") if value is not None else ""
     try:
         number = float(text)
     except ValueError:
-        problems.append(f"{where}: expected a whole number, got {value!r}")
+        problems.append(f"{where}: expected a whole number, got {_shown(value)}")
         return None
-    if number < 0 or number != int(number):
-        problems.append(f"{where}: expected a whole number of at least 0, got {value!r}")
+    if number > MAX_COUNT:  # infinity too
+        problems.append(
+            f"{where}: expected a whole number of at most {MAX_COUNT:,}, got {_shown(value)}"
+        )
+        return None
+    if not number >= 0 or number != int(number):  # NaN too
+        problems.append(f"{where}: expected a whole number of at least 0, got {_shown(value)}")
         return None
     return int(number)
 
@@ -96,6 +111,9 @@ def parse_results(
         raise EvaluationImportError([f"{source}: no result rows"])
     for number, raw in enumerate(records, start=2 if source.endswith((".csv", ".tsv")) else 1):
         where = f"{source} row {number}"
+        if not isinstance(raw, dict):
+            problems.append(f"{where}: expected an object of columns, got {_shown(raw)}")
+            continue
         row = {str(k).strip(): v for k, v in raw.items() if k is not None}
         conditions = row.pop("conditions", None)
         if conditions is None:
@@ -196,6 +214,14 @@ def parse_results(
         for mode_id, n in failures.items():
             parsed.failures[key][mode_id] = parsed.failures[key].get(mode_id, 0) + n
         parsed.rows += 1
+    too_many = [key for key, (trials, _) in parsed.cells.items() if trials > MAX_COUNT]
+    if too_many:
+        raise EvaluationImportError(
+            [
+                f"{source}: the rows of {len(too_many)} condition combination(s) add up to more "
+                f"than {MAX_COUNT:,} trials; import them as separate runs"
+            ]
+        )
     return parsed
 
 
@@ -210,12 +236,21 @@ def read_results_file(*, name: str, content: bytes) -> tuple[dict[str, Any], lis
     if not text.strip():
         raise EvaluationImportError([f"{name}: the file is empty"])
     if name.lower().endswith(".json") or text.lstrip().startswith(("{", "[")):
+        if json_too_deep(text):
+            raise EvaluationImportError([f"{name}: the JSON nests too deep to be results"])
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise EvaluationImportError(
                 [f"{name}: invalid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})"]
             ) from exc
+        except RecursionError as exc:
+            raise EvaluationImportError([f"{name}: invalid JSON (brackets do not match)"]) from exc
+        except ValueError as exc:  # a number with thousands of digits
+            raise EvaluationImportError([f"{name}: invalid JSON ({exc})"]) from exc
+        where = first_lone_surrogate(data)
+        if where is not None:
+            raise EvaluationImportError([f"{name}: {lone_surrogate_refusal(where)}"])
         if isinstance(data, list):
             return {}, data
         if not isinstance(data, dict):
@@ -230,9 +265,12 @@ def read_results_file(*, name: str, content: bytes) -> tuple[dict[str, Any], lis
         "excel-tab" if name.lower().endswith(".tsv") or "\t" in text.splitlines()[0] else "excel"
     )
     reader = csv.DictReader(io.StringIO(text), dialect=dialect)
-    if not reader.fieldnames:
-        raise EvaluationImportError([f"{name}: no header row"])
-    return {}, list(reader)
+    try:
+        if not reader.fieldnames:
+            raise EvaluationImportError([f"{name}: no header row"])
+        return {}, list(reader)
+    except csv.Error as exc:  # a field over csv's size limit, a broken quote
+        raise EvaluationImportError([f"{name} line {reader.line_num}: not CSV ({exc})"]) from exc
 
 
 @transaction.atomic
@@ -308,27 +346,40 @@ def evaluation_import_file(
 ) -> EvaluationRun:
     """Import a results file; header fields of a JSON file fill what the arguments leave out."""
     header, rows = read_results_file(name=name, content=content)
+    for key in ("policy", "deployment", "label", "evaluated_on"):
+        if header.get(key) is not None and not isinstance(header[key], str):
+            raise EvaluationImportError(
+                [f"{name}: {key!r} must be text, got {_shown(header[key])}"]
+            )
     policy_slug = policy or header.get("policy")
     if not policy_slug:
         raise EvaluationImportError([f"{name}: say which policy version was evaluated (policy)"])
     version = PolicyVersion.objects.filter(organization=organization, slug=policy_slug).first()
     if version is None:
-        raise EvaluationImportError([f"{name}: unknown policy version {policy_slug!r}"])
+        raise EvaluationImportError([f"{name}: unknown policy version {_shown(policy_slug)}"])
     dep_slug = deployment if deployment is not None else header.get("deployment")
     dep = None
     if dep_slug:
         dep = Deployment.objects.filter(organization=organization, slug=dep_slug).first()
         if dep is None:
-            raise EvaluationImportError([f"{name}: unknown deployment {dep_slug!r}"])
-    when = evaluated_on or (
-        date.fromisoformat(header["evaluated_on"]) if header.get("evaluated_on") else date.today()
-    )
+            raise EvaluationImportError([f"{name}: unknown deployment {_shown(dep_slug)}"])
+    when = evaluated_on
+    if when is None and header.get("evaluated_on"):
+        try:
+            when = date.fromisoformat(header["evaluated_on"])
+        except ValueError:
+            raise EvaluationImportError(
+                [f"{name}: 'evaluated_on' must be a date like 2027-01-31"]
+            ) from None
+    run_label = label or header.get("label") or name
+    if len(run_label) > 200:
+        raise EvaluationImportError([f"{name}: the label can be at most 200 characters long"])
     return evaluation_import(
         organization=organization,
         policy_version=version,
         deployment=dep,
-        label=label or header.get("label") or name,
-        evaluated_on=when,
+        label=run_label,
+        evaluated_on=when or date.today(),
         records=rows,
         source=name,
         actor=actor,

@@ -60,7 +60,12 @@ def round_transition(
 
 @transaction.atomic
 def round_create(*, campaign: Campaign, actor: Any = None, **fields: Any) -> CollectionRound:
-    """Create the campaign's next round in draft, with its own capture dataset."""
+    """Create the campaign's next round in draft, with its own capture dataset.
+
+    Concurrent calls for one campaign queue on its row lock, so each sees the rounds the
+    others created and numbers follow on without gaps or duplicates.
+    """
+    Campaign.objects.select_for_update().filter(pk=campaign.pk).values_list("pk").get()
     number = (campaign.rounds.aggregate(n=Max("number"))["n"] or 0) + 1
     dataset, _ = Dataset.objects.get_or_create(
         organization_id=campaign.organization_id,

@@ -13,8 +13,8 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from analytics import charts
-from analytics.models import GapReport
-from analytics.selectors import gap_cells, gap_compare, gap_heatmap
+from analytics.models import GapCell, GapReport
+from analytics.selectors import GapFilterInvalid, gap_cells, gap_compare, gap_heatmap
 from analytics.services.gap import gap_report_request
 from campaigns.models import Campaign
 from frontend.views.base import MANAGERS, JobProgressView, MemberView
@@ -141,13 +141,18 @@ class GapCells(MemberView, TemplateView):
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         report = get_object_or_404(GapReport.objects.visible_to(self.request.user), pk=kwargs["pk"])
         params = self.request.GET
-        cells = gap_cells(
-            report=report,
-            coverage=params.get("coverage"),
-            search=params.get("q"),
-            value=params.get("value"),
-            sort=params.get("sort", "rank"),
-        )
+        error = None
+        try:
+            cells = gap_cells(
+                report=report,
+                coverage=params.get("coverage"),
+                search=params.get("q"),
+                value=params.get("value"),
+                sort=params.get("sort", "rank"),
+            )
+        except GapFilterInvalid as exc:
+            # Shown in the table's place with a 200, so that htmx swaps it in.
+            error, cells = str(exc), GapCell.objects.none()
         page = Paginator(cells, 50).get_page(params.get("page"))
         query = params.copy()
         query.pop("page", None)
@@ -156,6 +161,7 @@ class GapCells(MemberView, TemplateView):
             page=page,
             sort=params.get("sort", "rank"),
             query=query.urlencode(),
+            error=error,
             **kwargs,
         )
 

@@ -28,13 +28,7 @@ from campaigns.services.plan_edit import (
     task_update,
 )
 from frontend.views.base import MANAGERS, JobProgressView, MemberView
-
-
-def _float(value: str | None) -> float | None:
-    try:
-        return float(value) if value not in (None, "") else None
-    except ValueError:
-        return None
+from frontend.views.inputs import FormInvalid, amount, parsed, whole
 
 
 class RoundDetail(MemberView, TemplateView):
@@ -96,9 +90,14 @@ class RoundCreate(MemberView, View):
     def post(self, request: HttpRequest) -> HttpResponse:
         from campaigns.models import Campaign
 
-        campaign = get_object_or_404(
-            Campaign.objects.visible_to(request.user), pk=request.POST.get("campaign")
-        )
+        try:
+            campaign_id = whole(request.POST, "campaign", "The campaign", low=1)
+            if campaign_id is None:
+                raise FormInvalid("Choose the campaign to start a round in.")
+        except FormInvalid as exc:
+            messages.error(request, str(exc))
+            return redirect("planner:home")
+        campaign = get_object_or_404(Campaign.objects.visible_to(request.user), pk=campaign_id)
         round = round_create(campaign=campaign, actor=request.user)
         return redirect("planner:round", pk=round.pk)
 
@@ -120,19 +119,15 @@ class RoundAction(MemberView, View):
                     raise PlanEditRefused(
                         f"Round {round.number} is {round.status}; it can no longer be planned."
                     )
-                start = date.fromisoformat(data["start"]) if data.get("start") else None
-                days = int(data["days"]) if data.get("days") else None
-                budget_episodes = (
-                    int(data["budget_episodes"]) if data.get("budget_episodes") else None
-                )
                 round_plan_request(
                     round=round,
                     actor=request.user,
-                    budget_episodes=budget_episodes,
-                    budget_hours=_float(data.get("budget_hours")),
-                    budget_money=_float(data.get("budget_money")),
-                    start=start,
-                    days=days,
+                    budget_episodes=whole(data, "budget_episodes", "Episodes"),
+                    budget_hours=amount(data, "budget_hours", "Field hours"),
+                    budget_money=amount(data, "budget_money", "Money"),
+                    start=parsed(data, "start", "Start", date.fromisoformat, "2027-01-31"),
+                    # The API's limits (PlanRequestSerializer): one to 120 days.
+                    days=whole(data, "days", "Days", low=1, high=120),
                 )
                 messages.success(
                     request, "Planning started; the page updates when the plan is ready."
@@ -142,33 +137,35 @@ class RoundAction(MemberView, View):
                 messages.success(request, "Published: the field teams now see their tasks.")
             elif action == "target":
                 target = get_object_or_404(
-                    CaptureTarget.objects.filter(round=round), pk=data.get("target")
+                    CaptureTarget.objects.filter(round=round),
+                    pk=whole(data, "target", "The target", low=1),
                 )
+                episodes = whole(data, "episodes", "Episodes wanted")
                 if data.get("op") == "remove":
                     target_remove(target=target, actor=request.user)
                 elif data.get("op") == "lock":
                     target_update(target=target, locked=not target.locked, actor=request.user)
-                elif data.get("episodes"):
-                    target_update(target=target, episodes=int(data["episodes"]), actor=request.user)
+                elif episodes is not None:
+                    target_update(target=target, episodes=episodes, actor=request.user)
             elif action == "task":
                 task = get_object_or_404(
-                    CollectionTask.objects.filter(round=round), pk=data.get("task")
+                    CollectionTask.objects.filter(round=round),
+                    pk=whole(data, "task", "The task", low=1),
                 )
                 if data.get("op") == "remove":
                     task_remove(task=task, actor=request.user)
                 elif data.get("op") == "lock":
                     task_update(task=task, locked=not task.locked, actor=request.user)
                 else:
+                    team_id = whole(data, "team", "The team", low=1)
                     team = (
-                        get_object_or_404(
-                            FieldTeam.objects.visible_to(request.user), pk=data["team"]
-                        )
-                        if data.get("team")
+                        get_object_or_404(FieldTeam.objects.visible_to(request.user), pk=team_id)
+                        if team_id is not None
                         else None
                     )
-                    day = date.fromisoformat(data["day"]) if data.get("day") else None
-                    start_time = (
-                        time.fromisoformat(data["start_time"]) if data.get("start_time") else None
+                    day = parsed(data, "day", "The day", date.fromisoformat, "2027-01-31")
+                    start_time = parsed(
+                        data, "start_time", "The start time", time.fromisoformat, "08:30"
                     )
                     task_update(task=task, team=team, day=day, start=start_time, actor=request.user)
             else:

@@ -6,6 +6,7 @@ from datetime import date
 from typing import Any
 
 from django.contrib import messages
+from django.core.validators import slug_re
 from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
@@ -24,6 +25,7 @@ from analytics.services.steering import (
 from campaigns.models import Campaign, CollectionRound
 from campaigns.services import round_create
 from frontend.views.base import MANAGERS, MemberView
+from frontend.views.inputs import FormInvalid, ids, parsed, short_text, whole
 from labeling.models import Dataset
 from sites.models import Deployment, Embodiment
 
@@ -59,47 +61,67 @@ class Evaluations(MemberView, TemplateView):
         )
 
     def post(self, request: HttpRequest) -> HttpResponse:
-        if request.POST.get("action") == "policy":
-            embodiment = get_object_or_404(
-                Embodiment.objects.visible_to(request.user), pk=request.POST.get("embodiment")
+        try:
+            if request.POST.get("action") == "policy":
+                self._policy_save(request)
+            else:
+                self._results_import(request)
+        except FormInvalid as exc:
+            messages.error(request, str(exc))
+        return redirect("planner:evaluations")
+
+    def _policy_save(self, request: HttpRequest) -> None:
+        data = request.POST
+        embodiment = get_object_or_404(
+            Embodiment.objects.visible_to(request.user),
+            pk=whole(data, "embodiment", "The embodiment", low=1),
+        )
+        slug = short_text(data, "slug", "The slug", max_length=64)
+        if not slug:
+            raise FormInvalid("A policy version needs a slug.")
+        if not slug_re.fullmatch(slug):
+            raise FormInvalid("The slug may hold only letters, digits, hyphens and underscores.")
+        released_on = parsed(data, "released_on", "Released on", date.fromisoformat, "2027-01-31")
+        policy, _ = PolicyVersion.objects.update_or_create(
+            organization=self.membership.organization,
+            slug=slug,
+            defaults={
+                "name": short_text(data, "name", "The name", max_length=200) or slug,
+                "embodiment": embodiment,
+                "released_on": released_on,
+            },
+        )
+        policy.trained_on_datasets.set(
+            Dataset.objects.visible_to(request.user).filter(
+                pk__in=ids(data, "datasets", "Trained on datasets")
             )
-            slug = request.POST.get("slug", "").strip()
-            if not slug:
-                messages.error(request, "A policy version needs a slug.")
-                return redirect("planner:evaluations")
-            policy, _ = PolicyVersion.objects.update_or_create(
-                organization=self.membership.organization,
-                slug=slug,
-                defaults={
-                    "name": request.POST.get("name") or slug,
-                    "embodiment": embodiment,
-                    "released_on": request.POST.get("released_on") or None,
-                },
+        )
+        policy.trained_on_rounds.set(
+            CollectionRound.objects.visible_to(request.user).filter(
+                pk__in=ids(data, "rounds", "Trained on rounds")
             )
-            policy.trained_on_datasets.set(
-                Dataset.objects.visible_to(request.user).filter(
-                    pk__in=request.POST.getlist("datasets")
-                )
-            )
-            policy.trained_on_rounds.set(
-                CollectionRound.objects.visible_to(request.user).filter(
-                    pk__in=request.POST.getlist("rounds")
-                )
-            )
-            messages.success(request, f"Policy version {policy.name} saved.")
-            return redirect("planner:evaluations")
+        )
+        messages.success(request, f"Policy version {policy.name} saved.")
+
+    def _results_import(self, request: HttpRequest) -> None:
+        data = request.POST
         upload = request.FILES.get("file")
         if upload is None:
-            messages.error(request, "Choose a results file (CSV or JSON).")
-            return redirect("planner:evaluations")
-        policy = get_object_or_404(
-            PolicyVersion.objects.visible_to(request.user), pk=request.POST.get("policy")
+            raise FormInvalid("Choose a results file (CSV or JSON).")
+        policy_id = whole(data, "policy", "The policy version", low=1)
+        if policy_id is None:
+            raise FormInvalid("Choose the policy version that was evaluated.")
+        policy = get_object_or_404(PolicyVersion.objects.visible_to(request.user), pk=policy_id)
+        deployment_id = whole(data, "deployment", "The deployment", low=1)
+        deployment = (
+            get_object_or_404(Deployment.objects.visible_to(request.user), pk=deployment_id)
+            if deployment_id is not None
+            else None
         )
-        deployment = None
-        if request.POST.get("deployment"):
-            deployment = get_object_or_404(
-                Deployment.objects.visible_to(request.user), pk=request.POST["deployment"]
-            )
+        label = short_text(data, "label", "The label", max_length=200)
+        evaluated_on = parsed(
+            data, "evaluated_on", "Evaluated on", date.fromisoformat, "2027-01-31"
+        )
         try:
             run = evaluation_import_file(
                 organization=self.membership.organization,
@@ -107,18 +129,15 @@ class Evaluations(MemberView, TemplateView):
                 content=upload.read(),
                 policy=policy.slug,
                 deployment=deployment.slug if deployment else "",
-                label=request.POST.get("label") or None,
-                evaluated_on=date.fromisoformat(request.POST["evaluated_on"])
-                if request.POST.get("evaluated_on")
-                else None,
+                label=label or None,
+                evaluated_on=evaluated_on,
                 actor=request.user,
             )
         except EvaluationImportError as exc:
             for problem in exc.problems:
                 messages.error(request, problem)
-            return redirect("planner:evaluations")
+            return
         messages.success(request, f"Imported {run.label}: learning curves refitted.")
-        return redirect("planner:evaluations")
 
 
 class RoundImpact(MemberView, TemplateView):

@@ -4,6 +4,7 @@ their own assignments and annotations."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from django.http import FileResponse
@@ -43,7 +44,7 @@ from labeling.models import (
 )
 
 
-def _sees_label_status(context: dict[str, Any]) -> bool:
+def _sees_label_status(context: Mapping[str, Any]) -> bool:
     """Managers see an episode's label status; annotators do not, since on a claim it would
     tell a gold episode (already accepted) from an ordinary one."""
     request = context.get("request")
