@@ -250,7 +250,6 @@ def test_parallel_claims_hand_each_episode_to_one_annotator_once(world_a):
 @pytest.mark.django_db(transaction=True)
 def test_parallel_transitions_of_one_round_move_it_once(world_a):
     round = world_a.round
-    AuditEvent.objects.all().delete()
 
     def transition(client):
         client.force_login(world_a.manager)
