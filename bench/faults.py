@@ -197,7 +197,7 @@ def scenario_gap() -> bool:
 def scenario_export(rows: int) -> bool:
     import zipfile
 
-    from labeling.labels.exports import dataset_export_start
+    from labeling.exports.services import dataset_export_start
     from labeling.models import Dataset, DatasetExport
 
     purge_organizations("faults-export")

@@ -322,10 +322,20 @@ LOGGING = {
 }
 
 # Fieldcraft domain settings
+# Video codec of exported datasets: libsvtav1 (AV1, as LeRobot writes) or libx264 (H.264).
+FIELDCRAFT_EXPORT_CODEC = os.environ.get("FIELDCRAFT_EXPORT_CODEC", "libsvtav1")
+
 FIELDCRAFT = {
     "TRANSFER_WEIGHT": float(os.environ.get("FIELDCRAFT_TRANSFER_WEIGHT", 0.3)),
     "JOB_STALE_SECONDS": int(os.environ.get("FIELDCRAFT_JOB_STALE_SECONDS", 120)),
     # Uploaded import files are kept this long after their import ends (to look into a
     # failed one), then removed by the daily purge.
     "UPLOAD_RETENTION_DAYS": float(os.environ.get("FIELDCRAFT_UPLOAD_RETENTION_DAYS", 7)),
+    # Recordings an export converts at once (threads inside the export's job): the worker's
+    # concurrency by default.
+    "CONVERSION_WORKERS": int(
+        os.environ.get("FIELDCRAFT_CONVERSION_WORKERS") or os.environ.get("CELERY_CONCURRENCY") or 2
+    ),
+    # Captures of the demo's played round that get a (synthetic) robot recording.
+    "DEMO_RECORDINGS": int(os.environ.get("FIELDCRAFT_DEMO_RECORDINGS", 12)),
 }

@@ -14,6 +14,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from typing import Any
 
 import numpy as np
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
@@ -1260,7 +1261,9 @@ def _campaign(
 # ------------------------------------------------------------------ the demo's first round, played out
 
 
-def demo_round(*, write_dir: Any, import_results: bool = False) -> dict[str, Any]:
+def demo_round(
+    *, write_dir: Any, import_results: bool = False, recordings: int | None = None
+) -> dict[str, Any]:
     """Play round 1 of the demo campaign forward: plan, publish, capture, label; then write
     the evaluation of a policy trained on it (π-MM7 v2) as CSV files a manager can import.
 
@@ -1368,6 +1371,13 @@ def demo_round(*, write_dir: Any, import_results: bool = False) -> dict[str, Any
             v1 = PolicyVersion.objects.get(organization=ctx.operator, slug="pi-mm7-v1")
             policy.trained_on_datasets.set(v1.trained_on_datasets.all())
             policy.trained_on_rounds.set([round])
+    attached = 0
+    if recordings is None:
+        recordings = int(settings.FIELDCRAFT.get("DEMO_RECORDINGS", 12))
+    if round.dataset and recordings > 0:
+        from frontend.demo_recordings import attach_demo_recordings
+
+        attached = attach_demo_recordings(dataset=round.dataset, count=recordings)
     datasets = [*policy.trained_on_datasets.all(), *([round.dataset] if round.dataset else [])]
     train = _train_counts(datasets)
     out = Path(write_dir)
@@ -1408,6 +1418,7 @@ def demo_round(*, write_dir: Any, import_results: bool = False) -> dict[str, Any
     return {
         "round": round.pk,
         "episodes": len(episodes),
+        "recordings": attached,
         "files": [str(f[0]) for f in files],
         "policy": policy.slug,
     }

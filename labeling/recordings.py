@@ -22,6 +22,7 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import JobFailed, job_create, job_running
 from labeling.capture.spec import CaptureSpec
+from labeling.capture.streams import StreamMap
 from labeling.models import Episode, Recording, RecordingUpload
 from sites.models import Embodiment
 
@@ -63,21 +64,45 @@ class UploadChunkMismatch(UploadError):
     """A chunk's body is not as long as its Content-Range says."""
 
 
+def embodiment_description(embodiment: Embodiment) -> dict[str, Any]:
+    """The embodiment as the Django-free capture code reads it (one description for the
+    capture spec and the stream map)."""
+    return {
+        "slug": embodiment.slug,
+        "control_rate_hz": embodiment.control_rate_hz,
+        "calibration_threshold": embodiment.calibration_threshold,
+        "state_topic": embodiment.state_topic,
+        "action_topic": embodiment.action_topic,
+        "action_source": embodiment.action_source,
+        "dataset_fps": embodiment.dataset_fps,
+        "gap_policy": embodiment.gap_policy,
+        "cameras": [
+            {
+                "name": c.name,
+                "fps": c.fps,
+                "topic": c.topic,
+                "clock_offset_ms": c.clock_offset_ms,
+                "width": c.width,
+                "height": c.height,
+            }
+            for c in embodiment.cameras.all()
+        ],
+        "action_dimensions": [
+            {"name": a.name, "unit": a.unit, "min": a.min_value, "max": a.max_value}
+            for a in embodiment.action_dimensions.all()
+        ],
+    }
+
+
 def capture_spec_for(*, embodiment: Embodiment, **tolerances: Any) -> CaptureSpec:
     """Return the capture spec an embodiment's recordings must meet (cameras, joints, rates)."""
-    return CaptureSpec.from_embodiment(
-        {
-            "slug": embodiment.slug,
-            "control_rate_hz": embodiment.control_rate_hz,
-            "calibration_threshold": embodiment.calibration_threshold,
-            "cameras": [{"name": c.name, "fps": c.fps} for c in embodiment.cameras.all()],
-            "action_dimensions": [
-                {"name": a.name, "unit": a.unit, "min": a.min_value, "max": a.max_value}
-                for a in embodiment.action_dimensions.all()
-            ],
-        },
-        **tolerances,
-    )
+    return CaptureSpec.from_embodiment(embodiment_description(embodiment), **tolerances)
+
+
+def stream_map_for(*, embodiment: Embodiment) -> StreamMap:
+    """Which recorded streams are the embodiment's state, action and cameras, and how
+    conversion puts them on one clock. Raises StreamMappingError (no action dimensions)."""
+    return StreamMap.from_embodiment(embodiment_description(embodiment))
 
 
 def _root(kind: str) -> Path:
@@ -278,6 +303,49 @@ def _finish(upload: RecordingUpload, actor: Any) -> Recording:
         else:
             Path(upload.path).unlink(missing_ok=True)
     return recording
+
+
+def recording_store_file(
+    *,
+    organization: Organization,
+    path: Path,
+    episode: Episode | None = None,
+    embodiment: Embodiment | None = None,
+    is_calibration: bool = False,
+    actor: Any = None,
+) -> tuple[Recording, bool]:
+    """Store a recording file already on this machine (content-addressed, as an upload is) and
+    link it to ``episode``; returns (recording, created). The same content is stored once: a
+    second call returns the stored recording. Validation is the caller's to request."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    sha = digest.hexdigest()
+    existing = Recording.objects.filter(organization=organization, sha256=sha).first()
+    if existing is not None:
+        return existing, False
+    target = _root("recordings") / sha[:2] / f"{sha}.mcap"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{sha}.{uuid.uuid4().hex[:8]}")
+    shutil.copyfile(path, partial)
+    partial.replace(target)
+    try:
+        with transaction.atomic():
+            recording = Recording.objects.create(
+                organization=organization,
+                sha256=sha,
+                size=Path(path).stat().st_size,
+                original_name=Path(path).name[:300],
+                storage_path=str(target),
+                embodiment=embodiment,
+                episode=episode,
+                is_calibration=is_calibration,
+                created_by=actor if getattr(actor, "pk", None) else None,
+            )
+    except IntegrityError:
+        return Recording.objects.get(organization=organization, sha256=sha), False
+    return recording, True
 
 
 def recording_validate_request(*, recording: Recording, actor: Any = None) -> Any:

@@ -28,6 +28,6 @@ def recording_validate(*, job_id: str) -> None:
 
 @shared_task(name="labeling.tasks.dataset_export")
 def dataset_export(*, job_id: str) -> None:
-    from labeling.labels.exports import dataset_export_run
+    from labeling.exports.services import dataset_export_run
 
     dataset_export_run(job_id=job_id)

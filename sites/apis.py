@@ -37,7 +37,7 @@ class ActionDimensionSerializer(serializers.ModelSerializer):
 class CameraSerializer(serializers.ModelSerializer):
     class Meta:
         model = Camera
-        fields = ["id", "name", "mount", "width", "height", "fps"]
+        fields = ["id", "name", "mount", "width", "height", "fps", "topic", "clock_offset_ms"]
 
 
 class EmbodimentSerializer(serializers.ModelSerializer):
@@ -56,6 +56,11 @@ class EmbodimentSerializer(serializers.ModelSerializer):
             "calibration_threshold",
             "robot_type",
             "description",
+            "state_topic",
+            "action_topic",
+            "action_source",
+            "dataset_fps",
+            "gap_policy",
             "action_dimensions",
             "cameras",
         ]

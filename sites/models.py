@@ -38,6 +38,17 @@ class CustomerQuerySet(TenantQuerySet):
     customer_path = "customer"
 
 
+class ActionSource(models.TextChoices):
+    STREAM = "stream", "The recorded action stream"
+    NEXT_STATE = "next_state", "The next frame's state (no action stream recorded)"
+
+
+class GapPolicy(models.TextChoices):
+    SPLIT = "split", "Split the episode at the gap"
+    MARK = "mark", "Keep the episode, marked out of sync with the rows listed"
+    EXCLUDE = "exclude", "Leave the episode out"
+
+
 class Embodiment(models.Model):
     """A robot platform: morphology, end effector, action space, control rate, camera rig."""
 
@@ -56,6 +67,38 @@ class Embodiment(models.Model):
         max_length=100, blank=True, help_text="LeRobot robot_type this embodiment matches."
     )
     description = models.TextField(blank=True)
+    # Which recorded streams are this robot's state, action and cameras (see
+    # labeling.capture.streams for the conventions used when a topic is left blank).
+    state_topic = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Topic of the joint state (sensor_msgs/msg/JointState). Blank: the JointState "
+        "topic named like joint_states.",
+    )
+    action_topic = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Topic of the commanded action. Blank: the joint topic named like "
+        "command or action.",
+    )
+    action_source = models.CharField(
+        max_length=16,
+        choices=ActionSource.choices,
+        default=ActionSource.STREAM,
+        help_text="Where a dataset's action comes from when converting recordings.",
+    )
+    dataset_fps = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1)],
+        help_text="Frame rate of converted datasets. Blank: the fastest camera's.",
+    )
+    gap_policy = models.CharField(
+        max_length=16,
+        choices=GapPolicy.choices,
+        default=GapPolicy.SPLIT,
+        help_text="What conversion does where a stream has no sample within tolerance.",
+    )
 
     objects = OrgQuerySet.as_manager()
 
@@ -63,6 +106,10 @@ class Embodiment(models.Model):
         ordering = ["name"]
         constraints = [
             models.UniqueConstraint(fields=["organization", "slug"], name="embodiment_slug_unique"),
+            models.CheckConstraint(
+                name="embodiment_dataset_fps_positive",
+                condition=Q(dataset_fps__isnull=True) | Q(dataset_fps__gt=0),
+            ),
             models.CheckConstraint(
                 name="embodiment_rate_positive", condition=Q(control_rate_hz__gt=0)
             ),
@@ -112,6 +159,16 @@ class Camera(models.Model):
     width = models.PositiveIntegerField()
     height = models.PositiveIntegerField()
     fps = models.FloatField(validators=[MinValueValidator(0.1)])
+    topic = models.CharField(
+        max_length=300,
+        blank=True,
+        help_text="Topic of this camera's images. Blank: the image topic containing the name.",
+    )
+    clock_offset_ms = models.FloatField(
+        default=0.0,
+        help_text="From calibration: how far this camera's clock runs ahead of the robot's "
+        "(capture time = header stamp − offset).",
+    )
 
     objects = EmbodimentChildQuerySet.as_manager()
 

@@ -18,6 +18,8 @@ from tests.factories import World, build_world
 @pytest.fixture(autouse=True)
 def _eager_celery(settings: Any) -> None:
     settings.CELERY_TASK_ALWAYS_EAGER = True
+    # The demo's played round attaches two recordings (not twelve) to keep the suite quick.
+    settings.FIELDCRAFT = {**settings.FIELDCRAFT, "DEMO_RECORDINGS": 2}
     settings.AXES_ENABLED = False
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 

@@ -674,6 +674,8 @@ def _episode_create(
             "collection_task": task.pk,
             "target": target.pk if target else None,
             "calibration": bool(payload.get("calibration")),
+            "round": round.number,
+            "team": task.team.slug if task.team is not None else None,
         },
     )
 

@@ -18,7 +18,7 @@ from django.views.generic import TemplateView
 from accounts.models import Role
 from accounts.permissions import LABELLERS
 from frontend.views.base import MANAGERS, JobProgressView, MemberView
-from labeling.labels.exports import (
+from labeling.exports.services import (
     ExportError,
     dataset_export_start,
     exclusion_lines,

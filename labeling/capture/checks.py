@@ -84,7 +84,10 @@ def camera_streams_check(
     problems: list[str] = []
     for camera in spec.cameras:
         needle = camera.name.lower()
-        named = [s for s in streams if needle in s.topic.lower()]
+        if camera.topic:
+            named = [s for s in streams if s.topic == camera.topic]
+        else:
+            named = [s for s in streams if needle in s.topic.lower()]
         images = [s for s in named if is_image_channel(s.channel)]
         chosen = _pick(images)
         evidence[camera.name] = {
@@ -97,9 +100,12 @@ def camera_streams_check(
             hint = ""
             if named:
                 hint = f"; {', '.join(s.topic for s in named)} match the name but carry no images"
-            problems.append(
-                f"missing camera stream {camera.name!r} (no image topic contains {camera.name!r}{hint})"
+            where = (
+                f"declared topic {camera.topic} is not in the recording"
+                if camera.topic
+                else f"no image topic contains {camera.name!r}"
             )
+            problems.append(f"missing camera stream {camera.name!r} ({where}{hint})")
         elif chosen.count == 0:
             problems.append(
                 f"camera {camera.name!r}: {chosen.topic} is declared but has no messages"

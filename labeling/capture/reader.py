@@ -85,6 +85,13 @@ class Recording:
                 by_topic.setdefault(channel.topic, channel)
         return list(by_topic.values())
 
+    def file_of(self, channel: Channel) -> Path:
+        """The file that declared ``channel`` (a split recording repeats topics per file)."""
+        for scanner in self._scanners:
+            if any(c is channel for c in scanner.channels.values()):
+                return scanner.path
+        return self.paths[0]
+
     def messages(self) -> Iterator[CaptureMessage]:
         """Yield every message of every file, merged by log time.
 

@@ -16,6 +16,7 @@ class CaptureSpecError(ValueError):
 class CameraSpec:
     name: str
     fps: float | None = None
+    topic: str = ""  # the declared topic; blank: the image topic containing the name
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,11 @@ def _camera(item: Any, index: int) -> CameraSpec:
         raise CaptureSpecError(f"cameras[{index}] must be an object")
     name = _name(item, f"cameras[{index}]")
     fps = item.get("fps")
-    return CameraSpec(name=name, fps=None if fps is None else _positive(fps, f"camera {name} fps"))
+    return CameraSpec(
+        name=name,
+        fps=None if fps is None else _positive(fps, f"camera {name} fps"),
+        topic=str(item.get("topic") or "").strip(),
+    )
 
 
 def _dimension(item: Any, index: int) -> ActionDimension:

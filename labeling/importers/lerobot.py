@@ -52,7 +52,7 @@ STRUCTURAL_PREFIXES = ("data/", "videos/", "stats/", "meta/")
 METADATA_VALUE_LIMIT = 16 * 1024
 INFO_ONLY_KEY = "all"
 
-# Fieldcraft's own per-episode fields, written by its exports (labeling.labels.exports) so
+# Fieldcraft's own per-episode fields, written by its exports (labeling.exports.services) so
 # that an exported dataset imports back with nothing lost. ``fieldcraft.key``,
 # ``fieldcraft.episode_count`` and ``fieldcraft.storage_uri`` replace the episode's key
 # (else its episode_index), count and data path; the others feed episode fields.
@@ -66,6 +66,15 @@ OWN_FIELDS = {
     "fieldcraft.sync_status": "sync_status",
     "fieldcraft.label_status": "label_status",
 }
+# Kept in the episode's ``extra`` under the name after the prefix (as capture stores them).
+OWN_EXTRAS = (
+    "fieldcraft.team",
+    "fieldcraft.round",
+    "fieldcraft.calibration",
+    "fieldcraft.capture_verdict",
+    "fieldcraft.source_key",
+    "fieldcraft.part",
+)
 OWN_KEY = "fieldcraft.key"
 OWN_EPISODE_COUNT = "fieldcraft.episode_count"
 OWN_STORAGE_URI = "fieldcraft.storage_uri"
@@ -75,9 +84,11 @@ OWN_FEATURE_PREFIX = "fieldcraft.features."
 
 def own_field(name: str) -> tuple[str, str] | None:
     """The import target of one of Fieldcraft's own episode fields: (kind, name) — kind an
-    episode field, ``condition`` (name: the dimension) or ``feature`` — else None."""
+    episode field, ``condition`` (name: the dimension), ``feature`` or ``extra`` — else None."""
     if name in OWN_FIELDS:
         return OWN_FIELDS[name], ""
+    if name in OWN_EXTRAS:
+        return "extra", name.removeprefix("fieldcraft.")
     for prefix, kind in ((OWN_CONDITION_PREFIX, "condition"), (OWN_FEATURE_PREFIX, "feature")):
         if name.startswith(prefix) and len(name) > len(prefix):
             return kind, name[len(prefix) :]

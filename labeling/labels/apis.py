@@ -19,7 +19,7 @@ from accounts.apis import ScopedRelatedField, ScopedViewSetMixin
 from accounts.models import membership_of
 from accounts.pagination import LargeListPagination
 from accounts.permissions import LABELLERS, MANAGERS
-from labeling.labels.exports import FORMATS, ExportError, dataset_export_start, export_file
+from labeling.exports.services import FORMATS, ExportError, dataset_export_start, export_file
 from labeling.labels.selectors import job_stats, label_schema, review_queue
 from labeling.labels.services import (
     AlreadyDecided,

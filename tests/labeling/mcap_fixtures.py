@@ -21,6 +21,8 @@ from mcap.writer import CompressionType, IndexType
 from mcap.writer import Writer as McapWriter
 from mcap_ros2._dynamic import serialize_dynamic
 
+from labeling.capture.synthetic import COMPRESSED_IMAGE_MSG, JOINT_STATE_MSG
+
 T0 = 1_700_000_000_000_000_000
 LATENCY_NS = 2_000_000
 DURATION_S = 4.0
@@ -41,21 +43,9 @@ SPEC: dict[str, Any] = {
 }
 JOINTS = [d["name"] for d in SPEC["action_dimensions"]]
 
-_HEADER_DEFS = """
-================================================================================
-MSG: std_msgs/Header
-builtin_interfaces/Time stamp
-string frame_id
-================================================================================
-MSG: builtin_interfaces/Time
-int32 sec
-uint32 nanosec
-"""
-JOINT_STATE_DEF = (
-    "std_msgs/Header header\nstring[] name\nfloat64[] position\nfloat64[] velocity\n"
-    "float64[] effort\n" + _HEADER_DEFS
-)
-COMPRESSED_IMAGE_DEF = "std_msgs/Header header\nstring format\nuint8[] data\n" + _HEADER_DEFS
+# The message definitions the product's synthetic recordings use (one copy).
+JOINT_STATE_DEF = JOINT_STATE_MSG
+COMPRESSED_IMAGE_DEF = COMPRESSED_IMAGE_MSG
 
 
 @dataclass

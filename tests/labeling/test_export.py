@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.management import CommandError, call_command
 
-from labeling.labels.exports import ExportError, dataset_export_start, dataset_export_write
+from labeling.exports.services import ExportError, dataset_export_start, dataset_export_write
 from labeling.labels.selectors import export_eligibility
 from labeling.models import Dataset, DatasetExport, Episode
 from labeling.services import inventory_import_run, inventory_import_start
@@ -403,7 +403,7 @@ def test_a_manifest_naming_an_unknown_failure_mode_or_status_is_refused(media, w
 def test_lerobot_exports_stream_in_batches_and_index_tasks_in_order(
     labelled, tmp_path, world_a, monkeypatch, fmt
 ):
-    import labeling.labels.exports as exports
+    import labeling.exports.services as exports
     from sites.models import Task
 
     dataset, episodes = labelled

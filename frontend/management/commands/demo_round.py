@@ -17,15 +17,32 @@ class Command(BaseCommand):
         parser.add_argument(
             "--import", dest="import_results", action="store_true", help="also import the results"
         )
+        parser.add_argument(
+            "--recordings",
+            type=int,
+            default=None,
+            help="captures that get a robot recording (3 s takes; default "
+            "FIELDCRAFT_DEMO_RECORDINGS, 12)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         from frontend.demo import demo_round
 
         result = demo_round(
-            write_dir=options["out"], import_results=bool(options["import_results"])
+            write_dir=options["out"],
+            import_results=bool(options["import_results"]),
+            recordings=None
+            if options["recordings"] is None
+            else max(0, int(str(options["recordings"]))),
         )
         self.stdout.write(
-            f"Round 1 played out: {result['episodes']:,} episodes captured and labelled."
+            f"Round 1 played out: {result['episodes']:,} episodes captured and labelled"
+            + (
+                f"; {result['recordings']} captures got their robot recording"
+                if result["recordings"]
+                else ""
+            )
+            + "."
         )
         for path in result["files"]:
             self.stdout.write(f"  evaluation of {result['policy']}: {path}")

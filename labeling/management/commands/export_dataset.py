@@ -10,7 +10,7 @@ from django.db.models import Q
 from django.utils.text import slugify
 
 from accounts.models import Organization
-from labeling.labels.exports import FORMATS, ExportError, dataset_export_write, exclusion_lines
+from labeling.exports.services import FORMATS, ExportError, dataset_export_write, exclusion_lines
 from labeling.models import Dataset
 
 

@@ -2,11 +2,15 @@
 
 Formats:
 
-* ``lerobot-v3`` — LeRobot v3.0 metadata: ``meta/info.json``, ``meta/tasks.parquet``
-  (task strings as the index, ``task_index``) and ``meta/episodes/chunk-000/file-000.parquet``
-  (``episode_index``, ``tasks``, ``length``, the data file and frame range of each episode);
-* ``lerobot-v2.1`` — LeRobot v2.1 metadata: ``meta/info.json``, ``meta/episodes.jsonl``,
-  ``meta/tasks.jsonl``;
+* ``lerobot-v3`` / ``lerobot-v2.1`` — a LeRobot dataset. When the exported episodes have
+  recordings, a complete one: every recording converted (aligned on the dataset clock,
+  encoded to video; :mod:`labeling.capture.convert`), data parquet files, one MP4 per camera
+  and file (v3.0) or per episode (v2.1), statistics, tasks and episodes metadata, as
+  huggingface/lerobot writes them (:mod:`labeling.exports.lerobot`). Episodes without a
+  recording, or whose recording cannot be converted, are named in
+  ``meta/fieldcraft/left_out.jsonl`` and counted in the summary, never written frame-less.
+  When no exported episode has a recording (an imported inventory), the metadata only:
+  ``meta/info.json``, tasks and episodes, with ``fieldcraft.metadata_only`` true.
 * ``parquet`` / ``csv`` — a manifest: one row per episode, columns named as the inventory
   importer reads them (key, episode_count, frames, duration_s, fps, outcome, failure_mode,
   task, site, embodiment, storage_uri, recorded_at, sync_status, label_status, and one
@@ -17,12 +21,12 @@ reads back (see :func:`labeling.importers.lerobot.own_field`): ``fieldcraft.key`
 ``fieldcraft.episode_count``, ``fieldcraft.duration_s``, ``fieldcraft.outcome``,
 ``fieldcraft.failure_mode`` (code), ``fieldcraft.site`` (slug), ``fieldcraft.embodiment``
 (slug), ``fieldcraft.storage_uri``, ``fieldcraft.recorded_at``, ``fieldcraft.sync_status``,
-``fieldcraft.label_status``, ``fieldcraft.conditions.<dimension slug>`` (value slug) and
-``fieldcraft.features.<name>``. So an export imports back through our own importer with every
-field we own intact.
-
-The layouts hold metadata only: frames stay where ``storage_uri`` points (capture
-recordings are MCAP; converting them to LeRobot data files is a separate step).
+``fieldcraft.label_status``, ``fieldcraft.conditions.<dimension slug>`` (value slug),
+``fieldcraft.features.<name>``; with frames also ``fieldcraft.team``, ``fieldcraft.round``,
+``fieldcraft.calibration``, ``fieldcraft.capture_verdict`` (synced, trimmed, split,
+out_of_sync), ``fieldcraft.source_key`` and ``fieldcraft.part`` (a recording split at a gap
+gives several episodes). So an export imports back through our own importer with every field
+we own intact.
 
 Only episodes that are synchronised (``sync_status`` synced) and accepted (``label_status``
 accepted) export; LeRobot layouts also leave out rows standing for several episodes. The
@@ -43,11 +47,13 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Func, Min, QuerySet
+from django.db.models import Count, F, Func, Min, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
 
 from accounts.services import JobFailed, job_create, job_enqueue, job_running, job_set_result
+from labeling.exports.frames import LEFT_OUT, FrameEpisode, Source, write_frames_dataset
+from labeling.exports.lerobot import DatasetWriteError, tasks_parquet
 from labeling.importers.lerobot import (
     OWN_CONDITION_PREFIX,
     OWN_EPISODE_COUNT,
@@ -57,7 +63,7 @@ from labeling.importers.lerobot import (
     OWN_STORAGE_URI,
 )
 from labeling.labels.selectors import Eligibility, export_eligibility
-from labeling.models import Dataset, DatasetExport, Episode
+from labeling.models import Dataset, DatasetExport, Episode, Recording
 from sites.models import ConditionDimension, ConditionValue, Embodiment
 
 FORMATS = tuple(DatasetExport.Format.values)
@@ -74,6 +80,7 @@ class ExportError(ValueError):
 
 @dataclass
 class ExportRow:
+    id: int
     key: str
     episode_count: int
     frames: int
@@ -89,6 +96,7 @@ class ExportRow:
     label_status: str
     conditions: dict[str, str]
     features: dict[str, float]
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -101,10 +109,16 @@ class ExportSummary:
     tasks: int = 0
     files: list[str] = field(default_factory=list)
     eligibility: dict[str, Any] = field(default_factory=dict)
+    # LeRobot layouts: False when the dataset holds frames and video (``conversion`` says
+    # how the recordings went), True when no exported episode has a recording.
+    metadata_only: bool | None = None
+    conversion: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "format": self.format,
+            "metadata_only": self.metadata_only,
+            "conversion": self.conversion,
             "dataset": self.dataset,
             "rows": self.rows,
             "episodes": self.episodes,
@@ -144,6 +158,7 @@ def export_rows(*, dataset: Dataset, single_episodes_only: bool) -> Iterator[Exp
     }
     qs = eligible_episodes(dataset=dataset, single_episodes_only=single_episodes_only)
     rows = qs.order_by("id").values_list(
+        "id",
         "key",
         "episode_count",
         "frames",
@@ -159,12 +174,14 @@ def export_rows(*, dataset: Dataset, single_episodes_only: bool) -> Iterator[Exp
         "label_status",
         "condition_set__value_ids",
         "features",
+        "extra",
     )
     for (
-        key, count, frames, duration, outcome, mode, site, embodiment, task, uri, recorded,
-        sync, label, value_ids, features,
+        pk, key, count, frames, duration, outcome, mode, site, embodiment, task, uri, recorded,
+        sync, label, value_ids, features, extra,
     ) in rows.iterator(chunk_size=CHUNK):  # fmt: skip
         yield ExportRow(
+            id=pk,
             key=key,
             episode_count=count,
             frames=frames,
@@ -184,6 +201,7 @@ def export_rows(*, dataset: Dataset, single_episodes_only: bool) -> Iterator[Exp
                 for k, v in (features or {}).items()
                 if isinstance(v, int | float) and not isinstance(v, bool)
             },
+            extra=extra if isinstance(extra, dict) else {},
         )
 
 
@@ -318,50 +336,6 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def _tasks_parquet(path: Path, tasks: list[str]) -> None:
-    """meta/tasks.parquet as LeRobot v3.0 writes it: a pandas frame indexed by the task."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    pandas_meta = {
-        "index_columns": ["task"],
-        "column_indexes": [
-            {
-                "name": None,
-                "field_name": None,
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": {"encoding": "UTF-8"},
-            }
-        ],
-        "columns": [
-            {
-                "name": "task_index",
-                "field_name": "task_index",
-                "pandas_type": "int64",
-                "numpy_type": "int64",
-                "metadata": None,
-            },
-            {
-                "name": "task",
-                "field_name": "task",
-                "pandas_type": "unicode",
-                "numpy_type": "object",
-                "metadata": None,
-            },
-        ],
-        "creator": {"library": "pyarrow", "version": pa.__version__},
-        "pandas_version": "2.2.3",
-    }
-    schema = pa.schema(
-        [("task_index", pa.int64()), ("task", pa.string())],
-        metadata={b"pandas": json.dumps(pandas_meta).encode()},
-    )
-    table = pa.table({"task_index": list(range(len(tasks))), "task": tasks}, schema=schema)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(table, path)
-
-
 def _episodes_schema(own_columns: list[str], feature_columns: set[str]) -> Any:
     import pyarrow as pa
 
@@ -462,9 +436,28 @@ def _write_lerobot(
         eligibility=eligibility.as_dict(),
         tasks=len(tasks),
     )
-    meta = outdir / "meta"
     own_columns = _own_columns(dimensions, features)
     schema = _episodes_schema(own_columns, {f"{OWN_FEATURE_PREFIX}{name}" for name in features})
+    recorded = Recording.objects.filter(episode__in=eligible)
+    if embodiment is None and recorded.exists():
+        # Episodes of several robots: a LeRobot dataset holds one, so the dataset is the
+        # robot with the most recorded episodes; the others are named as left out.
+        embodiment = _most_recorded_embodiment(recorded)
+    if embodiment is not None and recorded.exists():
+        return _write_lerobot_frames(
+            dataset=dataset,
+            version=version,
+            outdir=outdir,
+            eligibility=eligibility,
+            progress=progress,
+            embodiment=embodiment,
+            dimensions=dimensions,
+            features=features,
+            schema=schema,
+            summary=summary,
+        )
+    summary.metadata_only = True
+    meta = outdir / "meta"
     sink = _EpisodeSink(meta, version, schema)
     frames_so_far = 0
     try:
@@ -507,7 +500,7 @@ def _write_lerobot(
         ),
     )
     if version == "v3.0":
-        _tasks_parquet(meta / "tasks.parquet", tasks)
+        tasks_parquet(meta / "tasks.parquet", tasks)
         summary.files = ["meta/info.json", "meta/tasks.parquet", sink.file]
     else:
         with (meta / "tasks.jsonl").open("w", encoding="utf-8") as fh:
@@ -515,6 +508,164 @@ def _write_lerobot(
                 fh.write(json.dumps({"task_index": i, "task": task}, ensure_ascii=False) + "\n")
         summary.files = ["meta/info.json", "meta/tasks.jsonl", sink.file]
     return summary
+
+
+# Fieldcraft's per-episode fields beyond the importer's own (kept as episode extras on import).
+CAPTURE_COLUMNS = {
+    "fieldcraft.team": ("team", "string"),
+    "fieldcraft.round": ("round", "int64"),
+    "fieldcraft.calibration": ("calibration", "bool"),
+}
+
+
+def _recordings_of(episode_ids: list[int]) -> dict[int, Source]:
+    """Each episode's recording to convert: its latest that passed validation, else its latest
+    readable one."""
+    found: dict[int, tuple[bool, Source]] = {}
+    rows = (
+        Recording.objects.filter(episode_id__in=episode_ids)
+        .exclude(status=Recording.Status.UNREADABLE)
+        .order_by("created_at", "pk")
+        .values_list("episode_id", "status", "storage_path", "sha256")
+    )
+    for episode_id, status, path, sha in rows:
+        passed = status == Recording.Status.PASSED
+        if episode_id in found and found[episode_id][0] and not passed:
+            continue
+        found[episode_id] = (passed, Source(paths=[Path(path)], sha256=sha))
+    return {k: v for k, (_, v) in found.items()}
+
+
+def _write_lerobot_frames(
+    *,
+    dataset: Dataset,
+    version: str,
+    outdir: Path,
+    eligibility: Eligibility,
+    progress: Progress | None,
+    embodiment: Embodiment,
+    dimensions: list[ConditionDimension],
+    features: list[str],
+    schema: Any,
+    summary: ExportSummary,
+) -> ExportSummary:
+    """The LeRobot dataset with data files and video: every exported episode's recording
+    converted (stored once per recording), the episodes without one named."""
+    import pyarrow as pa
+
+    from labeling.recordings import stream_map_for
+
+    stream_map = stream_map_for(embodiment=embodiment)
+    fps = float(
+        dataset.fps
+        or stream_map.fps
+        or max((c.fps or 0.0 for c in stream_map.cameras), default=0.0)
+        or embodiment.control_rate_hz
+    )
+    stream_map = stream_map.with_options(fps=fps)
+    codec = str(getattr(settings, "FIELDCRAFT_EXPORT_CODEC", "libsvtav1"))
+    extra_columns = {f.name: f.type for f in schema if f.name.startswith("fieldcraft.")}
+    for column, (_, kind) in CAPTURE_COLUMNS.items():
+        extra_columns[column] = pa.type_for_alias(kind)
+    total = eligibility.rows
+
+    def episodes() -> Iterator[FrameEpisode]:
+        batch: list[ExportRow] = []
+
+        def flush() -> Iterator[FrameEpisode]:
+            sources = _recordings_of([r.id for r in batch])
+            for r in batch:
+                if r.embodiment != embodiment.slug:
+                    yield FrameEpisode(
+                        key=r.key,
+                        task=r.task or dataset.name,
+                        extra={},
+                        recording=None,
+                        refused=(
+                            f"another robot ({r.embodiment or 'no embodiment'}, not "
+                            f"{embodiment.slug}): a LeRobot dataset holds one; export it on its own"
+                        ),
+                    )
+                    continue
+                extra = _own_fields(r, dimensions, features)
+                for column, (name, _) in CAPTURE_COLUMNS.items():
+                    value = r.extra.get(name)
+                    extra[column] = value if isinstance(value, str | int | bool) else None
+                yield FrameEpisode(
+                    key=r.key,
+                    task=r.task or dataset.name,
+                    extra=extra,
+                    recording=sources.get(r.id),
+                )
+
+        for row in export_rows(dataset=dataset, single_episodes_only=True):
+            batch.append(row)
+            if len(batch) >= 500:
+                yield from flush()
+                batch = []
+        yield from flush()
+
+    action = (
+        "recorded"
+        if stream_map.action_source == "stream"
+        else "next_state: a frame's action is the state one frame later (no action stream)"
+    )
+    info_extra = {
+        "fieldcraft": {
+            "dataset": dataset.slug,
+            "name": dataset.name,
+            "exported_at": timezone.now().isoformat(),
+            "metadata_only": False,
+            "embodiment": embodiment.slug,
+            "action": action,
+            "gap_policy": stream_map.gap_policy,
+            "clock_offsets_ms": {c.name: c.clock_offset_ms for c in stream_map.cameras},
+            "sync_tolerance": "cameras: nearest image within half a frame period; state and "
+            "action: the latest sample at or before the frame time",
+            "episode_fields": "per-episode fields prefixed 'fieldcraft.' carry Fieldcraft's labels",
+            "dimensions": {d.slug: d.name for d in dimensions},
+            "excluded": eligibility.as_dict(),
+            "left_out": LEFT_OUT,
+        }
+    }
+    try:
+        frames = write_frames_dataset(
+            root=outdir,
+            version=version,
+            fps=fps,
+            robot_type=embodiment.robot_type or embodiment.slug,
+            stream_map=stream_map,
+            codec=codec,
+            media_root=Path(settings.MEDIA_ROOT),
+            episodes=episodes(),
+            total=total,
+            extra_columns=extra_columns,
+            info_extra=info_extra,
+            workers=int(settings.FIELDCRAFT.get("CONVERSION_WORKERS", 2)),
+            progress=progress,
+        )
+    except DatasetWriteError as exc:
+        raise ExportError(f"{dataset.name}: {exc}") from None
+    summary.metadata_only = False
+    summary.conversion = frames.as_dict()
+    summary.rows = frames.episodes
+    summary.episodes = frames.episodes
+    summary.frames = frames.frames
+    summary.files = frames.files
+    return summary
+
+
+def _most_recorded_embodiment(recorded: QuerySet[Recording]) -> Embodiment | None:
+    counts = (
+        recorded.exclude(episode__embodiment__isnull=True)
+        .values("episode__embodiment")
+        .annotate(n=Count("episode", distinct=True))
+        .order_by("-n", "episode__embodiment")
+    )
+    first = counts.first()
+    if first is None:
+        return None
+    return Embodiment.objects.filter(pk=first["episode__embodiment"]).first()
 
 
 def _embodiment_of(dataset: Dataset, eligible: QuerySet[Episode]) -> Embodiment | None:
@@ -743,7 +894,13 @@ def _zip(folder: Path, archive: Path, *, root: str) -> None:
     with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(folder.rglob("*")):
             if path.is_file():
-                zf.write(path, f"{root}/{path.relative_to(folder).as_posix()}")
+                # Video and parquet are compressed already: stored, not deflated again.
+                stored = path.suffix in (".mp4", ".parquet")
+                zf.write(
+                    path,
+                    f"{root}/{path.relative_to(folder).as_posix()}",
+                    compress_type=zipfile.ZIP_STORED if stored else zipfile.ZIP_DEFLATED,
+                )
     partial.replace(archive)
 
 
