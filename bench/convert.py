@@ -120,15 +120,17 @@ def bare_encode(frames_per_episode: list[int], pool: list, work: Path) -> None: 
                     encoder.write(pool[k % len(pool)])
 
 
-def peak_rss_of_one(seconds: float) -> float:
-    """Peak RSS (MB) of a fresh process converting one recording of ``seconds``."""
+def peak_rss_of_one(seconds: float) -> tuple[float, int]:
+    """Peak RSS (MB) of a fresh process converting one recording of ``seconds``, and the
+    rows it converted."""
     out = subprocess.run(
         [sys.executable, __file__, "--rss", str(seconds)],
         check=True,
         capture_output=True,
         text=True,
     )
-    return float(out.stdout.strip().splitlines()[-1])
+    rss, rows = out.stdout.strip().splitlines()[-1].split()
+    return float(rss), int(rows)
 
 
 def rss_child(seconds: float) -> None:
@@ -136,11 +138,8 @@ def rss_child(seconds: float) -> None:
         work = Path(tmp)
         recording = work / "long.mcap"
         write_recording(recording, plan(seconds, seed=99))
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        convert_all([recording], work)
-        after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        print(f"(generation peak {before:.0f} MB)", file=sys.stderr)
-        print(f"{after:.1f}")
+        rows = convert_all([recording], work)
+        print(f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f} {rows}")
 
 
 def main() -> None:
@@ -193,11 +192,11 @@ def main() -> None:
             f"{frames_total:,} rows × {len(CAMERAS)} cameras = {camera_frames:,} frames, "
             f"{camera_frames / statistics.median(conversion_times):.0f} camera frames/s end to end"
         )
-    short = peak_rss_of_one(seconds)
-    long = peak_rss_of_one(seconds * 10)
+    (short, short_rows), (long, long_rows) = peak_rss_of_one(seconds), peak_rss_of_one(10 * seconds)
     print(
-        f"peak RSS converting one recording: {short:.0f} MB ({seconds:g} s), "
-        f"{long:.0f} MB ({seconds * 10:g} s) (target < 1024 MB, flat with length)"
+        f"peak RSS converting one recording: {short:.0f} MB ({seconds:g} s, {short_rows:,} rows), "
+        f"{long:.0f} MB ({seconds * 10:g} s, {long_rows:,} rows) (target < 1024 MB, flat with "
+        "length)"
     )
 
 

@@ -193,9 +193,13 @@ def sync_check(
         return Check("synchronisation", False, f"not checked: no {missing} found", limits)
     evidence: dict[str, Any] = dict(limits)
     problems: list[str] = []
+    offsets_ms = {c.name: c.clock_offset_ms for c in spec.cameras}
     for name, camera in cameras.items():
         use_stamps = camera.stamps is not None and joint.stamps is not None
         frame_stamps = camera.stamps if camera.stamps is not None and use_stamps else camera.times
+        if use_stamps and offsets_ms.get(name):
+            # The calibrated offset of the camera's clock: capture time = stamp − offset.
+            frame_stamps = frame_stamps - round(offsets_ms[name] * 1e6)
         joint_stamps = joint.stamps if joint.stamps is not None and use_stamps else joint.times
         offsets = nearest_sample_offset_ms(camera.times, frame_stamps, joint.times, joint_stamps)
         skews = np.abs(offsets)

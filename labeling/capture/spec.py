@@ -17,6 +17,7 @@ class CameraSpec:
     name: str
     fps: float | None = None
     topic: str = ""  # the declared topic; blank: the image topic containing the name
+    clock_offset_ms: float = 0.0  # from calibration: capture time = header stamp − offset
 
 
 @dataclass(frozen=True)
@@ -141,6 +142,9 @@ def _camera(item: Any, index: int) -> CameraSpec:
         name=name,
         fps=None if fps is None else _positive(fps, f"camera {name} fps"),
         topic=str(item.get("topic") or "").strip(),
+        clock_offset_ms=_number(
+            item.get("clock_offset_ms") or 0.0, f"camera {name} clock_offset_ms"
+        ),
     )
 
 

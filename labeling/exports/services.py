@@ -906,8 +906,12 @@ def _zip(folder: Path, archive: Path, *, root: str) -> None:
 
 def summary_line(summary: dict[str, Any]) -> str:
     excluded = (summary.get("excluded") or {}).get("excluded_rows", 0)
-    return (
-        f"{summary.get('rows', 0):,} episodes ({summary.get('frames', 0):,} frames) exported"
-        + (f"; {excluded:,} left out (see the reasons)" if excluded else "")
-        + "."
-    )
+    conversion = summary.get("conversion") or {}
+    line = f"{summary.get('rows', 0):,} episodes ({summary.get('frames', 0):,} frames) exported"
+    if conversion:
+        line += " with data files and video"
+        if conversion.get("left_out_total"):
+            line += f"; {conversion['left_out_total']:,} without frames (named in the summary)"
+    elif summary.get("metadata_only"):
+        line += " as metadata (no episode has a recording)"
+    return line + (f"; {excluded:,} left out (see the reasons)" if excluded else "") + "."

@@ -318,3 +318,23 @@ def test_h264_is_an_option(tmp_path: Path) -> None:
     meta = json.loads((result.episodes[0].path / "bundle.json").read_text())
     assert {c["codec"] for c in meta["cameras"].values()} == {"h264"}
     assert_same_instant(result.episodes[0].path, plan, state_tolerance_s=0.0101)
+
+
+def test_capture_validation_honours_the_declared_clock_offset(tmp_path: Path) -> None:
+    from labeling.capture import validate_recording
+    from labeling.capture.spec import CaptureSpec
+
+    plan = RecordingPlan(duration_s=2.0, cameras=[CameraPlan("front", clock_offset_ms=80.0)])
+    files = write_recording(tmp_path / "rec.mcap", plan)
+    embodiment = {
+        "slug": "x",
+        "control_rate_hz": 50,
+        "action_dimensions": [{"name": j, "min": -1, "max": 1} for j in JOINTS],
+    }
+    undeclared = CaptureSpec.from_embodiment(embodiment | {"cameras": [{"name": "front"}]})
+    declared = CaptureSpec.from_embodiment(
+        embodiment | {"cameras": [{"name": "front", "clock_offset_ms": 80.0}]}
+    )
+    failed = {c.name for c in validate_recording(files, undeclared).failed_checks}
+    assert "synchronisation" in failed
+    assert validate_recording(files, declared).passed

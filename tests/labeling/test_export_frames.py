@@ -238,6 +238,13 @@ def test_export_job_zip_holds_data_and_video_and_conversions_are_reused(
         zipfile.ZIP_STORED
     )
 
+    page = client_for(world_a.manager).get(f"/label/exports/{export.pk}/").content.decode()
+    assert "Data and video" in page
+    assert "3 dataset episodes from 3 recorded captures" in page
+    assert "Not in the dataset (2)" in page
+    assert "<code>cap-003</code>: no recording" in page
+    assert "with data files and video; 2 without frames" in export.job.message
+
     with django_capture_on_commit_callbacks(execute=True):
         second = dataset_export_start(dataset=dataset, format="lerobot-v2.1", actor=None)
     second.refresh_from_db()

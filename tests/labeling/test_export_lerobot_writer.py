@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from labeling.capture.video import VideoEncoder, frame_at, video_info
 from labeling.capture.feature_stats import aggregate_feature_stats, column_stats
+from labeling.capture.video import VideoEncoder, frame_at, video_info
 from labeling.exports.lerobot import (
     DEFAULT_FEATURES,
     DatasetWriteError,

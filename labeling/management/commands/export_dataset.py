@@ -16,8 +16,9 @@ from labeling.models import Dataset
 
 class Command(BaseCommand):
     help = (
-        "Export a dataset in the form models train on: LeRobot v3.0 or v2.1 metadata (with "
-        "Fieldcraft's conditions, outcome and failure mode as per-episode fields) or a "
+        "Export a dataset in the form models train on: LeRobot v3.0 or v2.1 (data files and "
+        "video converted from the episodes' recordings, else metadata only; Fieldcraft's "
+        "conditions, outcome and failure mode as per-episode fields) or a "
         "Parquet/CSV manifest. Only synchronised, accepted episodes export; the rest are "
         "counted with their reasons. Exits 1 when nothing qualifies."
     )
@@ -42,8 +43,20 @@ class Command(BaseCommand):
         self.stdout.write(
             f"Exported {summary['rows']:,} episodes ({summary['frames']:,} frames, "
             f"{summary['tasks']} task{'s' if summary['tasks'] != 1 else ''}) of {dataset.name} "
-            f"as {options['format']} to {outdir}: {', '.join(summary['files'])}"
+            f"as {options['format']} to {outdir}: {_files(summary['files'])}"
         )
+        conversion = summary.get("conversion")
+        if conversion:
+            self.stdout.write(
+                f"  with data files and video: {conversion['recordings_converted']:,} "
+                f"recordings converted, {conversion['recordings_reused']:,} reused"
+            )
+            for why, n in conversion["left_out"].items():
+                self.stdout.write(f"  not in the dataset, {why}: {n:,}")
+            if conversion["left_out_total"]:
+                self.stdout.write(f"    each named in {outdir / conversion['left_out_file']}")
+        elif summary.get("metadata_only"):
+            self.stdout.write("  metadata only: no exported episode has a recording")
         lines = exclusion_lines(summary)
         if lines:
             excluded = summary["excluded"]["excluded_rows"]
@@ -63,3 +76,9 @@ class Command(BaseCommand):
         if len(found) > 1:
             raise CommandError(f"Several datasets are called {name!r}; give --organization SLUG.")
         return found[0]
+
+
+def _files(files: list[str]) -> str:
+    if len(files) <= 6:
+        return ", ".join(files)
+    return ", ".join(files[:5]) + f" and {len(files) - 5:,} more"
