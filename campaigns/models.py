@@ -560,6 +560,8 @@ class TaskRecording(models.Model):
         "labeling.Recording", on_delete=models.PROTECT, related_name="task_links"
     )
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.EPISODE)
+    # How the recording's takes were found: clock offset, method, matched and unmatched takes.
+    takes = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = TaskRecordingQuerySet.as_manager()

@@ -28,6 +28,7 @@ from rest_framework.response import Response
 from accounts.apis import ScopedViewSetMixin
 from accounts.models import Role, membership_of
 from campaigns.models import CollectionTask, TaskRecording
+from campaigns.takes import recording_takes_request
 from labeling import recordings
 from labeling.models import Recording, RecordingUpload
 from labeling.recordings import (
@@ -232,11 +233,18 @@ class RecordingUploadViewSet(
         if isinstance(result, Recording):
             task_id = (upload.context or {}).get("task_id")
             if task_id:
-                TaskRecording.objects.get_or_create(
+                _, linked = TaskRecording.objects.get_or_create(
                     task_id=task_id,
                     recording=result,
                     defaults={"kind": (upload.context or {}).get("kind", "episode")},
                 )
+                if linked and result.episode_id is None and not result.is_calibration:
+                    # A recording of several takes: cut it at the tablet's take boundaries.
+                    recording_takes_request(
+                        task=CollectionTask.objects.get(pk=task_id),
+                        recording=result,
+                        actor=request.user,
+                    )
             result.refresh_from_db()
             return Response(
                 {"recording": RecordingSerializer(result).data}, status=status.HTTP_201_CREATED

@@ -93,6 +93,10 @@ def main() -> int:
     manage = [sys.executable, str(BASE_DIR / "manage.py")]
     subprocess.check_call([*manage, "migrate", "--no-input", "-v", "0"], env=env)
     subprocess.check_call([*manage, "seed_demo"], env=env)
+    # Round 1 played out with robot recordings, its evaluation imported and a label job, so a
+    # newcomer can play captures, export them with video and read the round's impact at once.
+    subprocess.check_call([*manage, "demo_round", "--import"], env=env)
+    subprocess.check_call([*manage, "seed_label_demo"], env=env)
     if not debug:
         # Hashed, compressed files that whitenoise serves from the app with DEBUG off.
         subprocess.check_call([*manage, "collectstatic", "--no-input", "-v", "0"], env=env)

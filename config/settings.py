@@ -299,6 +299,10 @@ CELERY_BEAT_SCHEDULE = {
         "task": "labeling.tasks.inventory_uploads_purge",
         "schedule": 6 * 3600.0,
     },
+    "purge-abandoned-recording-uploads": {
+        "task": "labeling.tasks.recording_uploads_purge",
+        "schedule": 6 * 3600.0,
+    },
 }
 
 CACHES = {
@@ -322,6 +326,9 @@ LOGGING = {
 }
 
 # Fieldcraft domain settings
+# Chunk size of the tablet's recording uploads (each PUT; the server takes up to 16 MB).
+FIELDCRAFT_UPLOAD_CHUNK_BYTES = int(os.environ.get("FIELDCRAFT_UPLOAD_CHUNK_BYTES", 4 * 1024**2))
+
 # Video codec of exported datasets: libsvtav1 (AV1, as LeRobot writes) or libx264 (H.264).
 FIELDCRAFT_EXPORT_CODEC = os.environ.get("FIELDCRAFT_EXPORT_CODEC", "libsvtav1")
 
@@ -337,5 +344,5 @@ FIELDCRAFT = {
         os.environ.get("FIELDCRAFT_CONVERSION_WORKERS") or os.environ.get("CELERY_CONCURRENCY") or 2
     ),
     # Captures of the demo's played round that get a (synthetic) robot recording.
-    "DEMO_RECORDINGS": int(os.environ.get("FIELDCRAFT_DEMO_RECORDINGS", 12)),
+    "DEMO_RECORDINGS": int(os.environ.get("FIELDCRAFT_DEMO_RECORDINGS", 24)),
 }

@@ -1373,7 +1373,7 @@ def demo_round(
             policy.trained_on_rounds.set([round])
     attached = 0
     if recordings is None:
-        recordings = int(settings.FIELDCRAFT.get("DEMO_RECORDINGS", 12))
+        recordings = int(settings.FIELDCRAFT.get("DEMO_RECORDINGS", 24))
     if round.dataset and recordings > 0:
         from frontend.demo_recordings import attach_demo_recordings
 
@@ -1405,6 +1405,10 @@ def demo_round(
         from analytics.services.evaluations import evaluation_import_file
 
         for path, slug, label in files:
+            if EvaluationRun.objects.filter(
+                organization=ctx.operator, policy_version=policy, label=label
+            ).exists():
+                continue  # played before: the evaluation is in already
             evaluation_import_file(
                 organization=ctx.operator,
                 name=path.name,

@@ -45,6 +45,7 @@ planner_urls = (
             name="team-calendar-rotate",
         ),
         path("rounds/<int:pk>/progress/", field.RoundProgress.as_view(), name="round-progress"),
+        path("tasks/<int:pk>/takes/", field.TaskTakesMatch.as_view(), name="task-takes"),
     ],
     "planner",
 )
@@ -67,6 +68,16 @@ label_urls = (
         path("assignments/<int:pk>/", label.AssignmentView.as_view(), name="assignment"),
         path("assignments/<int:pk>/skip/", label.AssignmentSkip.as_view(), name="skip"),
         path("episodes/<int:pk>/media/", label.EpisodeMedia.as_view(), name="episode-media"),
+        path(
+            "episodes/<int:pk>/playback/",
+            label.EpisodePlayback.as_view(),
+            name="episode-playback",
+        ),
+        path(
+            "episodes/<int:pk>/video/<str:camera>.mp4",
+            label.EpisodeVideo.as_view(),
+            name="episode-video",
+        ),
         path("episodes/<int:pk>/resolve/", label.EpisodeResolve.as_view(), name="resolve"),
         path("datasets/<int:pk>/job/", label.DatasetJobCreate.as_view(), name="dataset-job"),
         path("datasets/<int:pk>/exports/", label.DatasetExports.as_view(), name="dataset-exports"),

@@ -340,6 +340,38 @@ class Recording(models.Model):
         return f"{self.original_name} ({self.get_status_display()})"
 
 
+class RecordingSegmentQuerySet(TenantQuerySet):
+    operator_path = "recording__organization"
+
+
+class RecordingSegment(models.Model):
+    """One take of a longer recording: the span of the recording (its own clock, capture ns)
+    that is this episode. A recording holding one take links its episode directly instead."""
+
+    recording = models.ForeignKey(Recording, on_delete=models.CASCADE, related_name="segments")
+    episode = models.OneToOneField(
+        Episode, on_delete=models.CASCADE, related_name="recording_segment"
+    )
+    start_ns = models.BigIntegerField()
+    end_ns = models.BigIntegerField()
+    # Tablet clock − recording clock, as estimated when the takes were matched (ms).
+    clock_offset_ms = models.FloatField(default=0.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RecordingSegmentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["recording", "start_ns"]
+        constraints = [
+            models.CheckConstraint(
+                name="recording_segment_span_positive", condition=Q(end_ns__gt=F("start_ns"))
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.recording} [{self.start_ns}, {self.end_ns})"
+
+
 class RecordingUpload(models.Model):
     """A resumable upload in progress: bytes arrive in order, the checksum is verified at the end."""
 

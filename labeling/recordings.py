@@ -305,6 +305,26 @@ def _finish(upload: RecordingUpload, actor: Any) -> Recording:
     return recording
 
 
+def recording_uploads_purge(*, now: Any = None) -> int:
+    """Remove uploads abandoned halfway: no byte for ``UPLOAD_RETENTION_DAYS``. Their partial
+    file and their row go; a later upload of the same content starts afresh. Finished uploads
+    (their recording stored) are never touched. Returns how many were removed."""
+    from datetime import timedelta
+
+    now = now or timezone.now()
+    before = now - timedelta(days=settings.FIELDCRAFT["UPLOAD_RETENTION_DAYS"])
+    stale = list(
+        RecordingUpload.objects.filter(recording__isnull=True, updated_at__lt=before).values_list(
+            "pk", "path"
+        )
+    )
+    for _, path in stale:
+        if path:
+            Path(path).unlink(missing_ok=True)
+    RecordingUpload.objects.filter(pk__in=[pk for pk, _ in stale]).delete()
+    return len(stale)
+
+
 def recording_store_file(
     *,
     organization: Organization,
@@ -412,13 +432,50 @@ def recording_validate(*, recording: Recording) -> Recording:
         sync = Episode.SyncStatus.INCOMPLETE
     _mark_episode(recording, passed=report.passed, failed=failed, sync=sync)
     recording.refresh_from_db()
+    if (
+        recording.episode_id is not None or recording.segments.exists()
+    ) and recording.embodiment_id is not None:
+        # Converted now, in the background, so the annotator can play it and exports reuse it.
+        from labeling.playback import recording_convert_request
+
+        recording_convert_request(recording=recording)
     return recording
 
 
-def _mark_episode(recording: Recording, *, passed: bool, failed: list[str], sync: str) -> None:
-    if recording.episode_id is None:
+def recording_verdict_apply(*, recording: Recording) -> None:
+    """Write a validated recording's verdict to its episodes again (after takes were cut from
+    it) and queue their conversion."""
+    recording.refresh_from_db()
+    if recording.status not in (Recording.Status.PASSED, Recording.Status.FAILED):
         return
-    episode = Episode.objects.get(pk=recording.episode_id)
+    report = recording.report or {}
+    failed = [str(c.get("name")) for c in report.get("checks", []) if not c.get("passed")]
+    passed = recording.status == Recording.Status.PASSED
+    if passed:
+        sync = Episode.SyncStatus.SYNCED
+    elif "synchronisation" in failed:
+        sync = Episode.SyncStatus.DESYNCED
+    else:
+        sync = Episode.SyncStatus.INCOMPLETE
+    _mark_episode(recording, passed=passed, failed=failed, sync=sync)
+    if recording.embodiment_id is not None:
+        from labeling.playback import recording_convert_request
+
+        recording_convert_request(recording=recording)
+
+
+def _mark_episode(recording: Recording, *, passed: bool, failed: list[str], sync: str) -> None:
+    """Write the verdict to the recording's episode, or to each take's episode of it."""
+    ids = [recording.episode_id] if recording.episode_id is not None else []
+    ids += list(recording.segments.values_list("episode_id", flat=True))
+    for episode_id in ids:
+        _mark_one(episode_id, recording, passed=passed, failed=failed, sync=sync)
+
+
+def _mark_one(
+    episode_id: int, recording: Recording, *, passed: bool, failed: list[str], sync: str
+) -> None:
+    episode = Episode.objects.get(pk=episode_id)
     extra = dict(episode.extra or {})
     extra["capture"] = {"passed": passed, "failed_checks": failed, "recording": recording.pk}
     # Calibration episodes are not training data: validation never makes them count.

@@ -31,3 +31,17 @@ def dataset_export(*, job_id: str) -> None:
     from labeling.exports.services import dataset_export_run
 
     dataset_export_run(job_id=job_id)
+
+
+@shared_task(name="labeling.tasks.recording_convert", acks_late=True)
+def recording_convert(*, job_id: str) -> None:
+    from labeling.playback import recording_convert_run
+
+    recording_convert_run(job_id=job_id)
+
+
+@shared_task(name="labeling.tasks.recording_uploads_purge")
+def recording_uploads_purge() -> int:
+    from labeling.recordings import recording_uploads_purge as purge
+
+    return purge()

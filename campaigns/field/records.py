@@ -40,7 +40,7 @@ import json
 import uuid as uuid_module
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core import signing
@@ -334,6 +334,10 @@ def field_record_clean(*, kind: str, task_id: Any, payload: Any) -> CleanRecord:
             "failure_mode": failure_mode,
             "calibration": calibration,
         }
+        if payload.get("take_started_at") is not None:
+            # When the team pressed "Start take" (tablet clock); the capture tap ends it.
+            # Only present when sent, so records made before takes keep their content hash.
+            clean["take_started_at"] = _take_start(payload["take_started_at"])
     elif kind == FieldRecord.Kind.NOTE:
         text = _text(payload.get("text"), "Note", NOTE_MAX)
         if not text:
@@ -359,6 +363,20 @@ def field_record_clean(*, kind: str, task_id: Any, payload: Any) -> CleanRecord:
     else:  # start, finish, unblocked carry nothing but their time
         clean = {}
     return CleanRecord(kind=kind, task_id=task, payload=clean)
+
+
+def _take_start(value: Any) -> str:
+    if isinstance(value, str) and len(value) <= 40:
+        try:
+            moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            moment = None
+        if moment is not None and moment.tzinfo is not None:
+            return moment.astimezone(UTC).isoformat()
+    raise FieldRecordInvalid(
+        "take_started_at: expected the time the take started, e.g. 2026-12-01T09:30:00.000Z",
+        field="take_started_at",
+    )
 
 
 def _client_time(value: Any) -> datetime:
@@ -676,6 +694,16 @@ def _episode_create(
             "calibration": bool(payload.get("calibration")),
             "round": round.number,
             "team": task.team.slug if task.team is not None else None,
+            **(
+                {
+                    "take": {
+                        "started_at": payload["take_started_at"],
+                        "ended_at": record.client_created_at.isoformat(),
+                    }
+                }
+                if payload.get("take_started_at")
+                else {}
+            ),
         },
     )
 

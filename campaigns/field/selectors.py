@@ -308,6 +308,84 @@ def field_sync(*, user: Any, organization_id: int, today: date | None = None) ->
     }
 
 
+PIPELINE = ("captured", "recorded", "validated", "labelled", "exported")
+
+
+def task_pipeline(*, round: CollectionRound) -> dict[int, dict[str, int]]:
+    """Per task, how far its captured episodes have come: captured, with a recording (their
+    own or a take's segment), validated (synchronised), labelled (accepted), and exported
+    (in the dataset's latest LeRobot export with frames)."""
+    from labeling.models import DatasetExport
+
+    exported_ids: list[int] = []
+    if round.dataset_id is not None:
+        latest = (
+            DatasetExport.objects.filter(
+                dataset_id=round.dataset_id,
+                job__status="succeeded",
+                summary__conversion__isnull=False,
+            )
+            .order_by("-created_at")
+            .values_list("summary", flat=True)
+            .first()
+        )
+        if isinstance(latest, dict):
+            exported_ids = list((latest.get("conversion") or {}).get("episode_ids") or [])
+    rows = (
+        FieldRecord.objects.filter(CAPTURED, NOT_CALIBRATION, task__round=round)
+        .values("task_id")
+        .annotate(
+            captured=Count("episode", distinct=True),
+            recorded=Count(
+                "episode",
+                distinct=True,
+                filter=Q(episode__recordings__isnull=False)
+                | Q(episode__recording_segment__isnull=False),
+            ),
+            validated=Count(
+                "episode", distinct=True, filter=Q(episode__sync_status=Episode.SyncStatus.SYNCED)
+            ),
+            labelled=Count(
+                "episode",
+                distinct=True,
+                filter=Q(episode__label_status=Episode.LabelStatus.ACCEPTED),
+            ),
+            exported=Count("episode", distinct=True, filter=Q(episode_id__in=exported_ids)),
+        )
+        .order_by()
+    )
+    out: dict[int, dict[str, int]] = {}
+    for r in rows:
+        row: dict[str, Any] = dict(r)
+        out[row["task_id"]] = {k: int(row[k]) for k in PIPELINE}
+    return out
+
+
+def takes_to_resolve(*, round: CollectionRound) -> list[dict[str, Any]]:
+    """Per task of the round with takes no recording holds: those takes, and the task's
+    recordings of several takes with how their clocks were matched (for the manager)."""
+    from campaigns.models import TaskRecording
+    from campaigns.takes import task_unmatched_takes
+
+    out = []
+    tasks = CollectionTask.objects.filter(round=round).select_related("site")
+    for task in tasks.filter(
+        field_records__episode__extra__take__isnull=False,
+        field_records__episode__recordings__isnull=True,
+        field_records__episode__recording_segment__isnull=True,
+    ).distinct():
+        takes = task_unmatched_takes(task=task)
+        if not takes:
+            continue
+        links = list(
+            TaskRecording.objects.filter(task=task, recording__episode__isnull=True)
+            .select_related("recording")
+            .order_by("created_at")
+        )
+        out.append({"task": task, "takes": takes, "recordings": links})
+    return out
+
+
 def round_progress(*, round: CollectionRound) -> dict[str, Any]:
     """Return a round's live capture progress: per target, per task, blockers and stale records."""
     planned_by_target = (
@@ -388,6 +466,7 @@ def round_progress(*, round: CollectionRound) -> dict[str, Any]:
         )
         .order_by("scheduled_date", "start_at", "id")
     )
+    pipeline = task_pipeline(round=round)
     task_rows = [
         {
             "task": t,
@@ -396,6 +475,7 @@ def round_progress(*, round: CollectionRound) -> dict[str, Any]:
             "failure": t.failure,
             "captured": t.success + t.failure,
             "percent": _percent(t.success + t.failure, t.planned),
+            "pipeline": pipeline.get(t.pk, dict.fromkeys(PIPELINE, 0)),
         }
         for t in tasks
     ]
@@ -410,6 +490,7 @@ def round_progress(*, round: CollectionRound) -> dict[str, Any]:
     wanted = sum(r["wanted"] for r in target_rows)
     captured_total = sum(r["captured"] for r in task_rows)
     return {
+        "takes": takes_to_resolve(round=round),
         "targets": target_rows,
         "unassigned": {"success": unassigned[0], "failure": unassigned[1]} if unassigned else None,
         "tasks": task_rows,

@@ -8,6 +8,7 @@ import json
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import get_object_or_404, render
@@ -29,6 +30,7 @@ from campaigns.field.selectors import (
 )
 from campaigns.models import CollectionRound, CollectionTask, FieldRecord, FieldTeam
 from frontend.views.base import MANAGERS, MemberView
+from labeling.recordings import MAX_CHUNK_BYTES
 
 # Everything the tablet needs to start offline. The service worker precaches these under a
 # cache name derived from their content, so a deploy replaces the whole set at once.
@@ -42,6 +44,8 @@ FIELD_ASSETS = (
     "frontend/field/icon-192.png",
     "frontend/field/icon-512.png",
 )
+# Bytes per PUT of a recording upload: small enough to resend cheaply on a poor link.
+UPLOAD_CHUNK_BYTES = 4 * 1024**2
 
 
 class FieldToday(MemberView, TemplateView):
@@ -68,6 +72,10 @@ class FieldToday(MemberView, TemplateView):
             todays=[t for t in tasks if t.scheduled_date == today],
             upcoming=[t for t in tasks if t.scheduled_date and t.scheduled_date > today],
             teams=list(FieldTeam.objects.filter(members=self.request.user.pk)),
+            upload_chunk=min(
+                getattr(settings, "FIELDCRAFT_UPLOAD_CHUNK_BYTES", UPLOAD_CHUNK_BYTES),
+                MAX_CHUNK_BYTES,
+            ),
             **kwargs,
         )
 
@@ -177,6 +185,56 @@ class RoundProgress(MemberView, TemplateView):
         return super().get_context_data(
             round=round, campaign=round.campaign, progress=round_progress(round=round), **kwargs
         )
+
+
+class TaskTakesMatch(MemberView, View):
+    """A manager matches a task's takes to one of its recordings again, with a given offset."""
+
+    roles = MANAGERS
+    scoped_model = CollectionTask
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        from django.contrib import messages
+        from django.shortcuts import redirect
+
+        from campaigns.models import TaskRecording
+        from campaigns.takes import recording_takes_match
+
+        task = get_object_or_404(
+            CollectionTask.objects.visible_to(request.user).select_related(
+                "embodiment", "round__campaign"
+            ),
+            pk=pk,
+        )
+        raw = str(request.POST.get("recording", ""))
+        link = (
+            TaskRecording.objects.filter(task=task, recording_id=int(raw))
+            .select_related("recording")
+            .first()
+            if raw.isdigit()
+            else None
+        )
+        if link is None:
+            messages.error(request, "recording: choose one of this task's recordings.")
+            return redirect(reverse("planner:round-progress", args=[task.round_id]) + "#takes")
+        try:
+            offset = float(request.POST.get("offset_ms", ""))
+        except ValueError:
+            offset = float("nan")
+        if not -86_400_000 <= offset <= 86_400_000:
+            messages.error(
+                request, "offset_ms: expected the tablet − robot clock offset in milliseconds."
+            )
+            return redirect(reverse("planner:round-progress", args=[task.round_id]) + "#takes")
+        result = recording_takes_match(
+            task=task, recording=link.recording, offset_ms=offset, actor=request.user
+        )
+        messages.success(
+            request,
+            f"{len(result.matched)} take(s) found in {link.recording.original_name}, "
+            f"{len(result.unmatched)} still outside it.",
+        )
+        return redirect(reverse("planner:round-progress", args=[task.round_id]) + "#takes")
 
 
 class FieldTaskCaptures(MemberView, TemplateView):

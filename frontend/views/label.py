@@ -1,23 +1,39 @@
-"""Labelling pages: the annotators' queue and keyboard labelling page, the manager's job page
-(throughput, backlog, agreement, exclusions), the review of disagreements, and exports."""
+"""Labelling pages: the annotators' queue and keyboard labelling page (with the player of the
+episode's converted recording), the manager's job page (throughput, backlog, agreement,
+exclusions), the review of disagreements, and exports."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.db.models import Count, Q
-from django.http import FileResponse, Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet
+from django.http import (
+    FileResponse,
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseRedirect,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import reverse
 from django.views import View
 from django.views.generic import TemplateView
 
-from accounts.models import Role
+from accounts.models import Job, Role
 from accounts.permissions import LABELLERS
 from frontend.views.base import MANAGERS, JobProgressView, MemberView
+from labeling.capture.streams import StreamMappingError
 from labeling.exports.services import (
     ExportError,
     dataset_export_start,
@@ -43,7 +59,23 @@ from labeling.labels.services import (
     label_next,
     review_resolve,
 )
-from labeling.models import Dataset, DatasetExport, Episode, LabelAssignment, LabelJob
+from labeling.models import (
+    Dataset,
+    DatasetExport,
+    Episode,
+    LabelAssignment,
+    LabelJob,
+    Recording,
+)
+from labeling.playback import (
+    CONVERT_TASK,
+    Playback,
+    episode_playback,
+    playback_traces,
+    recording_convert_request,
+    stream_map_of,
+)
+from sites.models import Embodiment
 
 MEDIA_READERS = frozenset({Role.MANAGER, Role.ANNOTATOR, Role.FIELD})
 
@@ -150,8 +182,9 @@ def _seconds(raw: str | None) -> float | None:
 
 
 class AssignmentView(MemberView, TemplateView):
-    """The labelling page: metadata, capture validation, media, and the answer form,
-    pre-filled with what the protocol intended. Keyboard: see label.js."""
+    """The labelling page: the player (cameras in sync, traces, capture report; player.js),
+    metadata, capture validation, stored media, and the answer form, pre-filled with what the
+    protocol intended. Keyboard: see label.js."""
 
     roles = LABELLERS
     scoped_model = LabelAssignment
@@ -181,6 +214,7 @@ class AssignmentView(MemberView, TemplateView):
         mine = assignment.annotator_id == self.request.user.pk
         return super().get_context_data(
             page=page,
+            playback=_episode_player(page.episode),
             assignment=assignment,
             job=assignment.job,
             episode=page.episode,
@@ -242,13 +276,14 @@ class AssignmentSkip(MemberView, View):
         return _go_next(request, assignment.job)
 
 
-class EpisodeMedia(MemberView, View):
-    """An episode's stored video or image (``?n=`` picks one of several), served by the app."""
+class EpisodeMediaAccess(MemberView, View):
+    """The routes that serve what an episode recorded (stored media, the converted videos and
+    their playback): one rule for who may fetch them."""
 
     roles = MEDIA_READERS
     scoped_model = Episode
 
-    def episodes(self) -> Any:
+    def episodes(self) -> QuerySet[Episode]:
         """Episodes whose media this member may fetch; any other id is a 404.
 
         Managers: any of the organization's. Annotators: those they hold an assignment for
@@ -259,7 +294,7 @@ class EpisodeMedia(MemberView, View):
         from campaigns.models import FieldRecord, TaskRecording
 
         user = self.request.user
-        episodes = Episode.objects.visible_to(user)
+        episodes: QuerySet[Episode] = Episode.objects.visible_to(user)
         role = self.membership.role
         if role == Role.MANAGER:
             return episodes
@@ -277,6 +312,10 @@ class EpisodeMedia(MemberView, View):
             )
         return episodes.none()
 
+
+class EpisodeMedia(EpisodeMediaAccess):
+    """An episode's stored video or image (``?n=`` picks one of several), served by the app."""
+
     def get(self, request: HttpRequest, pk: int) -> FileResponse:
         episode = get_object_or_404(self.episodes(), pk=pk)
         media = episode_media(episode)
@@ -289,6 +328,224 @@ class EpisodeMedia(MemberView, View):
         item = media[index]
         response = FileResponse(item.path.open("rb"), content_type=item.content_type)
         response["Cache-Control"] = "private, max-age=3600"
+        return response
+
+
+# --- the player: the episode's converted recording ---------------------------------------------
+
+
+def _unmappable(episode: Episode) -> str | None:
+    """Why the episode's recording cannot be mapped to its robot's streams (None if it can)."""
+    if episode.embodiment_id is None:
+        return "the episode names no robot, so its recorded streams cannot be mapped"
+    embodiment = Embodiment.objects.prefetch_related("cameras", "action_dimensions").get(
+        pk=episode.embodiment_id
+    )
+    try:
+        stream_map_of(embodiment, fps=episode.dataset.fps if episode.dataset_id else None)
+    except StreamMappingError as exc:
+        return f"{embodiment.name}: {exc}"
+    return None
+
+
+def _last_conversion(recording: Recording) -> Job | None:
+    return (
+        Job.objects.filter(
+            organization_id=recording.organization_id,
+            kind="conversion",
+            task_name=CONVERT_TASK,
+            task_kwargs__recording_id=recording.pk,
+        )
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def _episode_player(
+    episode: Episode, *, request_conversion: bool = False, actor: Any = None
+) -> Playback:
+    """The episode's playback, naming why it will not come rather than "converting" forever;
+    with ``request_conversion``, queue the conversion it waits for (once: not while one for
+    the recording is queued or running, nor again after one failed)."""
+    playback = episode_playback(episode)
+    recording = playback.recording
+    if (
+        playback.status != "converting"
+        or recording is None
+        or recording.status in (Recording.Status.RECEIVED, Recording.Status.VALIDATING)
+    ):
+        return playback
+    problem = _unmappable(episode)
+    if problem:
+        return Playback(
+            "failed", f"The recording cannot be played: {problem}.", recording=recording
+        )
+    with transaction.atomic():
+        if request_conversion:
+            # One request per recording at a time: the page polls, and several may be open.
+            list(Recording.objects.select_for_update().filter(pk=recording.pk).values("pk"))
+        last = _last_conversion(recording)
+        if last is not None and last.status == Job.Status.FAILED:
+            return Playback(
+                "failed",
+                f"The conversion for playback failed: {last.message or 'no reason given'}",
+                recording=recording,
+            )
+        # None yet, or one that made what other settings asked for (the robot changed since).
+        if request_conversion and (last is None or not last.is_active):
+            recording_convert_request(recording=recording, actor=actor)
+    return playback
+
+
+def _joint_names(playback: Playback, episode: Episode) -> list[str]:
+    """The names of the state and action columns, as the conversion wrote them."""
+    if playback.frames_path is not None:
+        try:
+            meta = json.loads((playback.frames_path.parent / "bundle.json").read_text("utf-8"))
+        except (OSError, ValueError):
+            meta = {}
+        if meta.get("state_names"):
+            return [str(n) for n in meta["state_names"]]
+    if episode.embodiment_id is None:
+        return []
+    return list(
+        Embodiment.objects.get(pk=episode.embodiment_id)
+        .action_dimensions.order_by("order", "pk")
+        .values_list("name", flat=True)
+    )
+
+
+def _video_version(path: Path) -> str:
+    """Changes when the conversion does (its folder names the content and the settings)."""
+    return hashlib.sha256(str(path.parent.parent).encode()).hexdigest()[:12]
+
+
+def _playback_payload(playback: Playback, episode: Episode) -> dict[str, Any]:
+    """What the player needs, as JSON."""
+    recording = playback.recording
+    data: dict[str, Any] = {
+        "status": playback.status,
+        "message": playback.message,
+        "fps": playback.fps,
+        "length": playback.length,
+        "parts": playback.parts,
+        "cameras": [],
+        "joints": [],
+        "traces": {},
+        "report": playback.report,
+        "recording": (
+            {"name": recording.original_name, "status": recording.status} if recording else None
+        ),
+    }
+    if playback.status == "ready":
+        data["cameras"] = [
+            {
+                "key": c.key,
+                "name": c.name,
+                "url": reverse("label:episode-video", args=[episode.pk, c.key])
+                + f"?v={_video_version(c.path)}",
+                "width": c.width,
+                "height": c.height,
+            }
+            for c in playback.cameras
+        ]
+        data["joints"] = _joint_names(playback, episode)
+        data["traces"] = playback_traces(playback)
+    return data
+
+
+class EpisodePlayback(EpisodeMediaAccess):
+    """The player's data (status, cameras, traces, capture report); polled while converting,
+    and asks for the conversion when it is missing."""
+
+    def get(self, request: HttpRequest, pk: int) -> JsonResponse:
+        episode = get_object_or_404(self.episodes().select_related("dataset"), pk=pk)
+        playback = _episode_player(episode, request_conversion=True, actor=request.user)
+        response = JsonResponse(_playback_payload(playback, episode))
+        response["Cache-Control"] = "private, no-store"
+        return response
+
+
+RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+CHUNK = 256 * 1024
+
+
+class RangeNotSatisfiable(Exception):
+    pass
+
+
+def byte_range(header: str, size: int) -> tuple[int, int] | None:
+    """The byte range (first, last, inclusive) a ``Range`` header asks of ``size`` bytes, or
+    None to send them all (no header, or one this server ignores: another unit, several
+    ranges, a malformed one). Raises RangeNotSatisfiable when it asks for nothing there."""
+    match = RANGE.match(header.replace(" ", ""))
+    if match is None:
+        return None
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:  # the last n bytes
+        n = int(last)
+        if n == 0 or size == 0:
+            raise RangeNotSatisfiable
+        return max(0, size - n), size - 1
+    start = int(first)
+    if last and int(last) < start:
+        return None
+    if start >= size:
+        raise RangeNotSatisfiable
+    return start, min(int(last), size - 1) if last else size - 1
+
+
+def _file_part(path: Path, start: int, length: int) -> Iterator[bytes]:
+    with path.open("rb") as fh:
+        fh.seek(start)
+        left = length
+        while left > 0:
+            block = fh.read(min(CHUNK, left))
+            if not block:
+                return
+            left -= len(block)
+            yield block
+
+
+class EpisodeVideo(EpisodeMediaAccess):
+    """One camera's converted video, streamed with byte ranges (a ``<video>`` seeks with them)."""
+
+    def get(self, request: HttpRequest, pk: int, camera: str) -> HttpResponseBase:
+        episode = get_object_or_404(self.episodes().select_related("dataset"), pk=pk)
+        playback = episode_playback(episode)
+        found = next((c for c in playback.cameras if c.key == camera), None)
+        if found is None or not found.path.is_file():
+            raise Http404("This episode has no such video (yet).")
+        stat = found.path.stat()
+        size = stat.st_size
+        etag = '"{}"'.format(
+            hashlib.sha256(f"{found.path}:{size}:{stat.st_mtime_ns}".encode()).hexdigest()[:20]
+        )
+        header = request.headers.get("Range", "")
+        if_range = request.headers.get("If-Range")
+        try:
+            wanted = byte_range(header, size) if if_range in (None, etag) else None
+        except RangeNotSatisfiable:
+            response: HttpResponseBase = HttpResponse(status=416)
+            response["Content-Range"] = f"bytes */{size}"
+        else:
+            if wanted is None:
+                response = FileResponse(found.path.open("rb"), content_type="video/mp4")
+                response.block_size = CHUNK
+            else:
+                start, end = wanted
+                response = StreamingHttpResponse(
+                    _file_part(found.path, start, end - start + 1),
+                    status=206,
+                    content_type="video/mp4",
+                )
+                response["Content-Length"] = str(end - start + 1)
+                response["Content-Range"] = f"bytes {start}-{end}/{size}"
+        response["Accept-Ranges"] = "bytes"
+        response["ETag"] = etag
+        response["Cache-Control"] = "private, max-age=86400"
         return response
 
 

@@ -295,11 +295,13 @@ def convert_recording(
     *,
     codec: str = "libsvtav1",
     progress: Progress | None = None,
+    window: tuple[int, int] | None = None,
 ) -> ConversionResult:
     """Convert the recording in ``paths`` into episode bundles under ``outdir`` (``ep-000``…).
 
-    ``outdir`` appears only when the conversion succeeded (it is replaced if it exists). Raises
-    ConversionError with the problems (file, topic, time) on bad input.
+    ``window`` (capture times in ns, the recording's clock) keeps one take of a longer
+    recording. ``outdir`` appears only when the conversion succeeded (it is replaced if it
+    exists). Raises ConversionError with the problems (file, topic, time) on bad input.
     """
     if codec not in CODECS:
         raise ConversionError([f"unknown codec {codec!r} (one of {', '.join(CODECS)})"])
@@ -359,6 +361,16 @@ def convert_recording(
     end = min(int(t[-1]) for _, t in required)
     if resolved.action is None:
         end -= round(period)  # the last row's action is the state one frame later
+    if window is not None:
+        if window[1] <= start or window[0] >= end:
+            raise ConversionError(
+                [
+                    f"the take {(window[0] - where.origin_ns) / 1e9:.3f}–"
+                    f"{(window[1] - where.origin_ns) / 1e9:.3f} s lies outside the recording's "
+                    f"streams ({(start - where.origin_ns) / 1e9:.3f}–{(end - where.origin_ns) / 1e9:.3f} s)"
+                ]
+            )
+        start, end = max(start, window[0]), min(end, window[1])
     grid = align.frame_grid(start, end, fps)
     if grid.size < 2:
         spans = "; ".join(
@@ -394,6 +406,7 @@ def convert_recording(
     pieces = align.segments(ok, stream_map.gap_policy, min_frames=min_frames)
     report: dict[str, Any] = {
         "files": [str(p) for p in recording.paths],
+        "window_ns": list(window) if window else None,
         "fps": fps,
         "rows": int(grid.size),
         "start_ns": int(grid[0]),

@@ -129,6 +129,9 @@ class RecordingPlan:
     chunk_size: int = 1024 * 1024
     seed: int = 0
     truncate_fraction: float | None = None  # cut the last file to this fraction of its bytes
+    # Spans (s from start) in which the robot stands still: every joint holds the value it had
+    # when the span began (between takes of a long recording).
+    still: tuple[tuple[float, float], ...] = ()
 
 
 # --- joint values -------------------------------------------------------------------------
@@ -706,6 +709,10 @@ def _joint_events(
         if plan.names_in_messages and plan.shuffle_joint_order:
             listed = rng.sample(present, len(present))
         t_s = t_ns / 1e9
+        for a, b in plan.still:
+            if a <= t_s < b:
+                t_s = a
+                break
         message = {
             "header": {"stamp": _stamp(stamp), "frame_id": ""},
             "name": [name for _, name in listed] if plan.names_in_messages else [],

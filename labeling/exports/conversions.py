@@ -53,18 +53,30 @@ class Conversion:
         return self.excluded
 
 
-def conversion_key(stream_map: StreamMap, codec: str) -> str:
+def conversion_key(stream_map: StreamMap, codec: str, window: tuple[int, int] | None = None) -> str:
     """A short digest of everything that shapes the output."""
     payload = json.dumps(
-        {"map": dataclasses.asdict(stream_map), "codec": codec, "version": CONVERTER_VERSION},
+        {
+            "map": dataclasses.asdict(stream_map),
+            "codec": codec,
+            "version": CONVERTER_VERSION,
+            "window": list(window) if window else None,
+        },
         sort_keys=True,
         default=str,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def conversion_folder(media_root: Path, sha256: str, stream_map: StreamMap, codec: str) -> Path:
-    return Path(media_root) / "episodes" / sha256[:2] / sha256 / conversion_key(stream_map, codec)
+def conversion_folder(
+    media_root: Path,
+    sha256: str,
+    stream_map: StreamMap,
+    codec: str,
+    window: tuple[int, int] | None = None,
+) -> Path:
+    key = conversion_key(stream_map, codec, window)
+    return Path(media_root) / "episodes" / sha256[:2] / sha256 / key
 
 
 def stored_conversion(folder: Path) -> Conversion | None:
@@ -93,12 +105,13 @@ def convert_stored(
     stream_map: StreamMap,
     codec: str,
     media_root: Path,
+    window: tuple[int, int] | None = None,
 ) -> Conversion:
     """The conversion of the recording ``paths`` (content ``sha256``): the stored one when it
     exists, else converted now and stored. Safe to run twice at once for the same recording:
     the first to finish is kept. Bad input is a Conversion with ``problems``, stored too (the
     same bytes fail the same way)."""
-    folder = conversion_folder(media_root, sha256, stream_map, codec)
+    folder = conversion_folder(media_root, sha256, stream_map, codec, window)
     done = stored_conversion(folder)
     if done is not None:
         return done
@@ -106,7 +119,7 @@ def convert_stored(
     work = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}")
     try:
         try:
-            result = convert_recording(paths, stream_map, work / "out", codec=codec)
+            result = convert_recording(paths, stream_map, work / "out", codec=codec, window=window)
         except ConversionError as exc:
             work.mkdir(parents=True, exist_ok=True)
             data: dict[str, Any] = {"bundles": [], "report": {}, "excluded": None}

@@ -43,6 +43,7 @@ class Source:
 
     paths: list[Path]
     sha256: str
+    window: tuple[int, int] | None = None  # one take of a longer recording (capture ns)
 
 
 @dataclass
@@ -52,6 +53,7 @@ class FrameEpisode:
     extra: dict[str, Any]
     recording: Source | None
     refused: str | None = None  # why it cannot be in this dataset at all
+    id: int | None = None  # the Fieldcraft episode
 
 
 @dataclass
@@ -65,6 +67,7 @@ class FramesSummary:
     left_out: Counter[str] = field(default_factory=Counter)
     left_out_named: list[dict[str, str]] = field(default_factory=list)
     verdicts: Counter[str] = field(default_factory=Counter)
+    episode_ids: list[int] = field(default_factory=list)  # Fieldcraft episodes with frames
     worst_skew_ms: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     action_convention: str | None = None
@@ -81,6 +84,7 @@ class FramesSummary:
             "left_out_named": self.left_out_named,
             "left_out_file": LEFT_OUT,
             "verdicts": dict(self.verdicts),
+            "episode_ids": self.episode_ids,
             "worst_skew_ms": self.worst_skew_ms,
             "warnings": self.warnings[:NAMED_IN_SUMMARY],
             "action_convention": self.action_convention,
@@ -139,6 +143,7 @@ def _conversions(
                         stream_map=stream_map,
                         codec=codec,
                         media_root=media_root,
+                        window=episode.recording.window,
                     )
                 window.append((episode, future))
                 while len(window) > 2 * max(1, workers):
@@ -251,6 +256,8 @@ def write_frames_dataset(
                 summary.verdicts[str(report.get("verdict"))] += 1
             if written_any:
                 summary.source_episodes += 1
+                if episode.id is not None:
+                    summary.episode_ids.append(episode.id)
         left_out.close()
         if writer is None or summary.episodes == 0:
             if writer is not None:

@@ -47,7 +47,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, F, Func, Min, QuerySet
+from django.db.models import Count, F, Func, Min, Q, QuerySet
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -63,7 +63,7 @@ from labeling.importers.lerobot import (
     OWN_STORAGE_URI,
 )
 from labeling.labels.selectors import Eligibility, export_eligibility
-from labeling.models import Dataset, DatasetExport, Episode, Recording
+from labeling.models import Dataset, DatasetExport, Episode, Recording, RecordingSegment
 from sites.models import ConditionDimension, ConditionValue, Embodiment
 
 FORMATS = tuple(DatasetExport.Format.values)
@@ -438,11 +438,13 @@ def _write_lerobot(
     )
     own_columns = _own_columns(dimensions, features)
     schema = _episodes_schema(own_columns, {f"{OWN_FEATURE_PREFIX}{name}" for name in features})
-    recorded = Recording.objects.filter(episode__in=eligible)
+    recorded = Recording.objects.filter(
+        Q(episode__in=eligible) | Q(segments__episode__in=eligible)
+    ).distinct()
     if embodiment is None and recorded.exists():
         # Episodes of several robots: a LeRobot dataset holds one, so the dataset is the
         # robot with the most recorded episodes; the others are named as left out.
-        embodiment = _most_recorded_embodiment(recorded)
+        embodiment = _most_recorded_embodiment(eligible)
     if embodiment is not None and recorded.exists():
         return _write_lerobot_frames(
             dataset=dataset,
@@ -519,8 +521,8 @@ CAPTURE_COLUMNS = {
 
 
 def _recordings_of(episode_ids: list[int]) -> dict[int, Source]:
-    """Each episode's recording to convert: its latest that passed validation, else its latest
-    readable one."""
+    """Each episode's recording to convert: its segment of a longer recording, else its latest
+    own recording that passed validation, else its latest readable one."""
     found: dict[int, tuple[bool, Source]] = {}
     rows = (
         Recording.objects.filter(episode_id__in=episode_ids)
@@ -533,7 +535,13 @@ def _recordings_of(episode_ids: list[int]) -> dict[int, Source]:
         if episode_id in found and found[episode_id][0] and not passed:
             continue
         found[episode_id] = (passed, Source(paths=[Path(path)], sha256=sha))
-    return {k: v for k, (_, v) in found.items()}
+    sources = {k: v for k, (_, v) in found.items()}
+    segments = RecordingSegment.objects.filter(episode_id__in=episode_ids).values_list(
+        "episode_id", "recording__storage_path", "recording__sha256", "start_ns", "end_ns"
+    )
+    for episode_id, path, sha, start, end in segments:
+        sources[episode_id] = Source(paths=[Path(path)], sha256=sha, window=(start, end))
+    return sources
 
 
 def _write_lerobot_frames(
@@ -553,17 +561,13 @@ def _write_lerobot_frames(
     converted (stored once per recording), the episodes without one named."""
     import pyarrow as pa
 
-    from labeling.recordings import stream_map_for
+    from labeling.playback import codec as playback_codec
+    from labeling.playback import stream_map_of
 
-    stream_map = stream_map_for(embodiment=embodiment)
-    fps = float(
-        dataset.fps
-        or stream_map.fps
-        or max((c.fps or 0.0 for c in stream_map.cameras), default=0.0)
-        or embodiment.control_rate_hz
-    )
-    stream_map = stream_map.with_options(fps=fps)
-    codec = str(getattr(settings, "FIELDCRAFT_EXPORT_CODEC", "libsvtav1"))
+    # The same map and codec as the player's conversions, so those are reused here.
+    stream_map = stream_map_of(embodiment, fps=dataset.fps)
+    fps = float(stream_map.fps or 30.0)
+    codec = playback_codec()
     extra_columns = {f.name: f.type for f in schema if f.name.startswith("fieldcraft.")}
     for column, (_, kind) in CAPTURE_COLUMNS.items():
         extra_columns[column] = pa.type_for_alias(kind)
@@ -596,6 +600,7 @@ def _write_lerobot_frames(
                     task=r.task or dataset.name,
                     extra=extra,
                     recording=sources.get(r.id),
+                    id=r.id,
                 )
 
         for row in export_rows(dataset=dataset, single_episodes_only=True):
@@ -655,17 +660,18 @@ def _write_lerobot_frames(
     return summary
 
 
-def _most_recorded_embodiment(recorded: QuerySet[Recording]) -> Embodiment | None:
-    counts = (
-        recorded.exclude(episode__embodiment__isnull=True)
-        .values("episode__embodiment")
-        .annotate(n=Count("episode", distinct=True))
-        .order_by("-n", "episode__embodiment")
+def _most_recorded_embodiment(eligible: QuerySet[Episode]) -> Embodiment | None:
+    first = (
+        eligible.filter(Q(recordings__isnull=False) | Q(recording_segment__isnull=False))
+        .exclude(embodiment__isnull=True)
+        .values("embodiment")
+        .annotate(n=Count("id", distinct=True))
+        .order_by("-n", "embodiment")
+        .first()
     )
-    first = counts.first()
     if first is None:
         return None
-    return Embodiment.objects.filter(pk=first["episode__embodiment"]).first()
+    return Embodiment.objects.filter(pk=first["embodiment"]).first()
 
 
 def _embodiment_of(dataset: Dataset, eligible: QuerySet[Episode]) -> Embodiment | None:

@@ -427,3 +427,46 @@ def test_validate_capture_command_passes_a_real_ros2_bag_without_an_embodiment()
     )
     assert result.returncode == 0, result.stderr
     assert '"passed": true' in result.stdout
+
+
+def test_an_upload_abandoned_halfway_is_cleaned_up_after_the_retention_period(rig, client_for):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from labeling.models import RecordingUpload
+    from labeling.recordings import recording_uploads_purge
+
+    world, _, tmp_path = rig
+    client = client_for(world.field)
+    data = fx.write_good(tmp_path / "half.mcap").read_bytes()
+    start = client.post(
+        f"/api/collection-tasks/{world.collection_task.pk}/recordings/",
+        {
+            "filename": "half.mcap",
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "kind": "episode",
+        },
+        content_type="application/json",
+    )
+    upload_id = start.json()["id"]
+    client.put(
+        f"/api/recording-uploads/{upload_id}/",
+        data[:1000],
+        content_type="application/octet-stream",
+        HTTP_CONTENT_RANGE=f"bytes 0-999/{len(data)}",
+    )
+    part = Path(RecordingUpload.objects.get(pk=upload_id).path)
+    assert part.stat().st_size == 1000
+
+    pending = RecordingUpload.objects.filter(recording__isnull=True).count()
+    assert recording_uploads_purge() == 0  # still within the retention period
+    later = timezone.now() + timedelta(days=8)
+    assert recording_uploads_purge(now=later) == pending
+    assert not part.exists()
+    assert not RecordingUpload.objects.filter(pk=upload_id).exists()
+    # A finished upload is never purged, and the same content can be sent afresh.
+    done = upload(client, world.collection_task.pk, tmp_path / "half.mcap", episode="")
+    assert done.status_code == 201, done.content
+    assert recording_uploads_purge(now=later + timedelta(days=30)) == 0

@@ -22,7 +22,7 @@ class Command(BaseCommand):
             type=int,
             default=None,
             help="captures that get a robot recording (3 s takes; default "
-            "FIELDCRAFT_DEMO_RECORDINGS, 12)",
+            "FIELDCRAFT_DEMO_RECORDINGS, 24)",
         )
 
     def handle(self, *args: object, **options: object) -> None:

@@ -13,6 +13,9 @@
     records: body.dataset.apiRecords,
     photos: body.dataset.apiPhotos,
     login: body.dataset.login,
+    taskRecordings: body.dataset.apiTaskRecordings,
+    recordingUploads: body.dataset.apiRecordingUploads,
+    uploadChunk: Number(body.dataset.uploadChunk) || 0,
   };
   const MOVES = {
     start: [["published"], "in_progress"],
@@ -35,9 +38,22 @@
     start: "Started", finish: "Finished", blocked: "Blocked", unblocked: "Blocker cleared",
   };
 
+  const VERDICTS = {
+    received: "⏳ Received, waiting for validation", validating: "⏳ Validating…",
+    passed: "✓ Passed", failed: "✕ Failed", unreadable: "✕ Unreadable",
+  };
+  const WAITING = {
+    offline: "Offline: waits for the connection", retry: "Connection lost: resuming",
+    signin: "Signed out: sign in again to go on",
+  };
+  // A recording attached this soon after a capture belongs to that episode.
+  const EPISODE_LINK_MS = 15 * 60 * 1000;
+
   let store = null;
   let sync = null;
-  const state = { tasks: [], outbox: [], sent: [], conflicts: [], meta: {}, panel: null, drafts: {}, loaded: false };
+  let uploads = null;
+  // recordings: each task's recordings as the server last listed them (kept in meta too).
+  const state = { tasks: [], outbox: [], sent: [], conflicts: [], meta: {}, takes: {}, recordings: {}, panel: null, drafts: {}, loaded: false };
   const thumbs = {};
 
   // ---- tiny DOM helper (textContent only: nothing from the server becomes markup) ----
@@ -75,6 +91,20 @@
   }
   function fmtClock(iso) {
     return iso ? new Date(iso).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", hour12: false }) : "";
+  }
+  function fmtDuration(ms) {
+    const s = Math.max(0, ms) / 1000;
+    if (s < 60) return s.toFixed(1) + " s";
+    const whole = Math.floor(s);
+    return Math.floor(whole / 60) + ":" + String(whole % 60).padStart(2, "0") + " min";
+  }
+  function fmtBytes(n) {
+    if (n < 1000) return n + " B";
+    const units = ["kB", "MB", "GB", "TB"];
+    let v = n / 1000;
+    let i = 0;
+    while (v >= 1000 && i < units.length - 1) { v /= 1000; i += 1; }
+    return v.toFixed(v < 10 ? 2 : 1) + " " + units[i];
   }
 
   // ---- derived state ----
@@ -152,8 +182,48 @@
     if (navigator.vibrate) navigator.vibrate(25);
     return sync.enqueue(r);
   }
-  function capture(task, targetId, outcome, failureMode) {
-    return record(task, "capture", { target: targetId || null, outcome: outcome, failure_mode: failureMode || null, calibration: false });
+  // at: when the capture was tapped (the failure sheet asks the mode afterwards).
+  function capture(task, targetId, outcome, failureMode, at) {
+    const payload = { target: targetId || null, outcome: outcome, failure_mode: failureMode || null, calibration: false };
+    const key = takeKey(task.id, targetId);
+    const take = state.takes[key];
+    if (take) {
+      // The capture ends the take; without a started take the payload is as it always was.
+      payload.take_started_at = take.started_at;
+      delete state.takes[key];
+      store.remove("takes", key);
+    }
+    return record(task, "capture", payload, at ? { client_created_at: at } : null);
+  }
+
+  // ---- takes: "Start take" marks when the episode began, the capture tap when it ended ----
+  function takeKey(taskId, targetId) { return taskId + ":" + (targetId || "none"); }
+  function startTake(task, targetId) {
+    const row = { key: takeKey(task.id, targetId), task: task.id, target: targetId || null, started_at: new Date().toISOString() };
+    state.takes[row.key] = row;
+    if (navigator.vibrate) navigator.vibrate(25);
+    render();
+    return store.put("takes", row);
+  }
+  function discardTake(task, targetId) {
+    const key = takeKey(task.id, targetId);
+    delete state.takes[key];
+    render();
+    return store.remove("takes", key);
+  }
+  // How long the latest capture's take ran, when that capture had one.
+  function lastTakeMs(task, targetId) {
+    const captures = allRecords(task.id).filter(function (r) {
+      return r.kind === "capture" && !r.payload.calibration && r.state !== "refused" && (r.payload.target || null) === (targetId || null);
+    });
+    const last = captures[captures.length - 1];
+    if (!last || !last.payload.take_started_at) return null;
+    return Date.parse(last.client_created_at) - Date.parse(last.payload.take_started_at);
+  }
+  function tickTakes() {
+    document.querySelectorAll("[data-take-started]").forEach(function (el) {
+      el.textContent = "Take running · " + fmtDuration(Date.now() - Date.parse(el.dataset.takeStarted));
+    });
   }
 
   function shrink(file) {
@@ -180,6 +250,7 @@
   function taskCard(task) {
     const status = localStatus(task);
     const pending = state.outbox.filter(function (r) { return r.task === task.id; }).length;
+    const sending = uploads ? uploads.items.filter(function (i) { return i.task === task.id && ["hashing", "queued", "sending"].indexOf(i.state) >= 0; }).length : 0;
     const planned = plannedTotal(task);
     const tz = task.site.timezone;
     return h("li", null, h("a", { class: "task-card", href: "#/task/" + task.id, "data-task": task.id },
@@ -191,6 +262,7 @@
       h("span", { class: "task-tags" }, statusBadge(status),
         planned ? h("span", { class: "badge", text: capturedTotal(task) + " / " + planned + " episodes" }) : null,
         pending ? h("span", { class: "badge warn", text: pending + " waiting to sync" }) : null,
+        sending ? h("span", { class: "badge warn", text: sending + (sending === 1 ? " recording" : " recordings") + " uploading" }) : null,
         (task.changes || []).length ? h("span", { class: "badge bad", text: task.removed ? "No longer yours" : "Changed by manager" }) : null)));
   }
 
@@ -271,6 +343,8 @@
     const c = counts(task, targetId);
     const planned = target ? target.episodes_planned : 0;
     const done = c.success + c.failure;
+    const take = state.takes[takeKey(task.id, targetId)];
+    const lastTake = take ? null : lastTakeMs(task, targetId);
     return h("div", { class: "counter", "data-target": targetId === null ? "none" : targetId },
       h("div", { class: "counter-head" },
         h("strong", { text: target ? target.label : "Episodes" }),
@@ -280,8 +354,16 @@
         h("span", { class: "muted", text: c.success + " success · " + c.failure + " failure" })),
       planned ? h("div", { class: "meter" }, h("span", { style: "width:" + Math.min(100, Math.round(100 * done / planned)) + "%" })) : null,
       h("div", { class: "button-row" },
+        h("button", { class: "tap big" + (take ? " take-on" : ""), type: "button", "data-action": "start-take", text: take ? "Restart take" : "Start take",
+          onclick: function () { startTake(task, targetId); } }),
         h("button", { class: "tap big ok", type: "button", "data-action": "success", text: "+1 success", onclick: function () { capture(task, targetId, "success"); } }),
-        h("button", { class: "tap big bad", type: "button", "data-action": "failure", text: "+1 failure", onclick: function () { state.panel = { kind: "failure", task: task.id, target: targetId }; render(); } })));
+        h("button", { class: "tap big bad", type: "button", "data-action": "failure", text: "+1 failure",
+          onclick: function () { state.panel = { kind: "failure", task: task.id, target: targetId, at: new Date().toISOString() }; render(); } })),
+      take
+        ? h("div", { class: "take" },
+          h("span", { class: "take-timer", "data-take-started": take.started_at, text: "Take running · " + fmtDuration(Date.now() - Date.parse(take.started_at)) }),
+          h("button", { class: "tap", type: "button", "data-action": "discard-take", text: "Discard take", onclick: function () { discardTake(task, targetId); } }))
+        : lastTake === null ? null : h("div", { class: "take" }, h("span", { class: "take-last muted", text: "Last take " + fmtDuration(lastTake) })));
   }
 
   function calibrationWidget(task) {
@@ -327,7 +409,7 @@
     } else if (step.kind === "calibration") {
       extra = calibrationWidget(task);
     } else if (step.kind === "capture") {
-      extra = counter(task, target || null);
+      extra = [counter(task, target || null), recordingsSection(task)];
     }
     function next() { go("#/task/" + task.id + "/step/" + Math.min(steps.length - 1, index + 1)); }
     return h("section", { class: "step card", "data-step": step.id },
@@ -347,6 +429,141 @@
             onclick: function () {
               record(task, "step_done", { step: step.id, title: step.title }).then(function () { if (index < steps.length - 1) next(); });
             } })));
+  }
+
+  // ---- recordings: attach .mcap files, watch them upload and come back validated ----
+  function attach(task, files) {
+    let episode = null;
+    if (files.length === 1) {
+      // One file right after a capture: that capture's episode (unless a file already has it).
+      const captures = allRecords(task.id).filter(function (r) { return r.kind === "capture" && !r.payload.calibration && r.state !== "refused"; });
+      const last = captures[captures.length - 1];
+      const claimed = last && uploads.items.some(function (i) { return i.episode === last.uuid; });
+      if (last && !claimed && Date.now() - Date.parse(last.client_created_at) < EPISODE_LINK_MS) episode = last.uuid;
+    }
+    return uploads.add(task.id, files, { kind: "episode", episode: episode });
+  }
+
+  function uploadPercent(item) {
+    const n = item.state === "hashing" ? item.hashed : item.state === "done" ? item.size : item.offset;
+    return item.size ? Math.floor(100 * n / item.size) : 100;
+  }
+
+  function uploadProgress(item) {
+    const pct = uploadPercent(item);
+    const bytes = fmtBytes(item.state === "done" ? item.size : item.offset) + " of " + fmtBytes(item.size) + " · " + pct + "%";
+    const wait = item.waiting ? WAITING[item.waiting] + " · " : "";
+    if (item.state === "hashing") return "Checking the file (SHA-256) · " + pct + "%";
+    if (item.state === "done") return "Uploaded " + bytes;
+    if (item.state === "refused") return "Refused by the server · " + bytes;
+    if (item.state === "lost") return "Not uploaded";
+    // No room to keep the file on the tablet: it uploads from memory only.
+    const note = item.volatile ? " · do not reload until it is sent" : "";
+    return wait + (item.upload ? "Uploading " : "Starting ") + bytes + note;
+  }
+
+  // Redraw one upload's progress in place: no full render per chunk, so taps are never lost.
+  function showUpload(item) {
+    const row = document.querySelector('[data-upload="' + item.id + '"]');
+    if (!row) return;
+    row.dataset.state = item.state;
+    row.dataset.offset = String(item.offset);
+    row.dataset.waiting = item.waiting || "";
+    row.querySelector(".up-progress").textContent = uploadProgress(item);
+    row.querySelector(".meter span").style.width = uploadPercent(item) + "%";
+  }
+
+  function pendingVerdict(rec) { return !rec || rec.status === "received" || rec.status === "validating"; }
+
+  function verdict(rec) {
+    const checks = rec.failed_checks || [];
+    return h("div", { class: "verdict verdict-" + rec.status, "data-verdict": rec.status },
+      h("strong", { text: VERDICTS[rec.status] || rec.status }),
+      rec.status === "failed" && checks.length ? h("ul", null, checks.map(function (c) {
+        return h("li", { text: c.name + ": " + c.message });
+      })) : null,
+      (rec.status === "unreadable" || (rec.status === "failed" && !checks.length)) && rec.message ? h("p", { class: "muted", text: rec.message }) : null);
+  }
+
+  function uploadRow(item, rec) {
+    const pct = item ? uploadPercent(item) : 100;
+    const open = item && ["hashing", "queued", "sending"].indexOf(item.state) >= 0;
+    return h("li", { class: "upload", "data-upload": item ? item.id : null, "data-recording": rec ? rec.id : null,
+      "data-name": item ? item.name : rec.original_name, "data-state": item ? item.state : "done",
+      "data-offset": item ? String(item.offset) : null, "data-waiting": item ? item.waiting || "" : null },
+    h("div", { class: "upload-head" },
+      h("strong", { text: item ? item.name : rec.original_name }),
+      item && item.episode ? h("span", { class: "muted", text: "episode of " + fmtClock((allRecords(item.task).find(function (r) { return r.uuid === item.episode; }) || {}).client_created_at) }) : null),
+    item ? h("span", { class: "up-progress muted", text: uploadProgress(item) }) : null,
+    item && item.state !== "done" ? h("div", { class: "meter" }, h("span", { style: "width:" + pct + "%" })) : null,
+    item && item.detail && !open ? h("p", { class: "up-detail", text: item.detail }) : null,
+    rec ? verdict(rec) : item && item.state === "done" ? h("div", { class: "verdict" }, h("strong", { text: VERDICTS.received })) : null,
+    item && item.state !== "done" ? h("div", { class: "button-row" },
+      item.state === "refused" ? h("button", { class: "tap", type: "button", "data-action": "retry-upload", text: "Try again",
+        onclick: function () { uploads.retry(item.id); } }) : null,
+      h("button", { class: "tap", type: "button", "data-action": open ? "cancel-upload" : "dismiss-upload", text: open ? "Cancel upload" : "Dismiss",
+        onclick: function () { uploads.remove(item.id); } })) : null);
+  }
+
+  function recordingsOf(taskId) { return state.recordings[taskId] || state.meta["recordings:" + taskId] || []; }
+
+  function recordingsSection(task) {
+    const links = recordingsOf(task.id);
+    const mine = uploads ? uploads.items.filter(function (i) { return i.task === task.id; }) : [];
+    const bySha = {};
+    links.forEach(function (l) { bySha[l.recording.sha256] = l.recording; });
+    const shas = {};
+    const rows = mine.slice().reverse().map(function (item) {
+      shas[item.sha256] = true;
+      // The upload's own answer, until a list fetched after it finished says more.
+      let rec = bySha[item.sha256] || null;
+      if (item.recording && (!rec || (polledAt[task.id] || 0) < item.finished_at)) rec = item.recording;
+      return uploadRow(item, item.state === "done" ? rec : null);
+    }).concat(links.filter(function (l) { return !shas[l.recording.sha256]; }).map(function (l) { return uploadRow(null, l.recording); }));
+    const input = h("input", { id: "recordings-input", type: "file", multiple: true, accept: ".mcap", class: "file-hidden",
+      "data-action": "attach-recordings",
+      onchange: function (e) {
+        const files = Array.prototype.slice.call(e.target.files || []);
+        e.target.value = "";
+        if (files.length) attach(task, files);
+      } });
+    return h("section", { class: "recordings" },
+      h("h3", { text: "Recordings" }),
+      h("label", { class: "tap big button-like", for: "recordings-input" }, "Attach recordings (.mcap)", input),
+      h("p", { class: "muted", text: "They upload in the background and resume after a lost connection or a reload; keep capturing meanwhile." }),
+      rows.length ? h("ul", { class: "plain uploads" }, rows) : null);
+  }
+
+  // Ask the server for the task's recordings while a verdict is outstanding.
+  let polling = null;
+  const polledAt = {};
+  function pollRecordings(force) {
+    const r = route();
+    if (r.view !== "task" || !uploads || polling || !navigator.onLine || !taskById(r.id)) return;
+    const links = recordingsOf(r.id);
+    const waiting = links.some(function (l) { return pendingVerdict(l.recording); }) || uploads.items.some(function (i) {
+      return i.task === r.id && i.state === "done" && Date.now() - i.finished_at < 60000 &&
+        !links.some(function (l) { return l.recording.sha256 === i.sha256 && !pendingVerdict(l.recording); });
+    });
+    if (!force && !waiting && Date.now() - (polledAt[r.id] || 0) < 60000) return;
+    const asked = Date.now();
+    polling = uploads.list(r.id).then(function (list) {
+      polledAt[r.id] = asked;
+      const same = JSON.stringify(list) === JSON.stringify(links);
+      state.recordings[r.id] = list;
+      if (same) return;
+      render();
+      return store.setMeta("recordings:" + r.id, list);
+    }).catch(function () {}).then(function () { polling = null; });
+  }
+
+  let drawing = false;
+  function onUpload(item, what) {
+    if (what === "progress" && item) { showUpload(item); return; }
+    if (what === "done") pollRecordings(true);
+    if (drawing) return;
+    drawing = true;
+    Promise.resolve().then(function () { drawing = false; render(); });
   }
 
   function notesSection(task) {
@@ -439,7 +656,8 @@
       banners(task),
       statusActions(task),
       steps.length ? stepCard(task, index) : h("section", { class: "card" }, h("h2", { text: "Capture" }),
-        (task.targets || []).length ? task.targets.map(function (t) { return counter(task, t); }) : counter(task, null)),
+        (task.targets || []).length ? task.targets.map(function (t) { return counter(task, t); }) : counter(task, null),
+        recordingsSection(task)),
       notesSection(task),
       photoSection(task),
       activity(task));
@@ -458,10 +676,10 @@
           h("h2", { text: "What failed?" }),
           h("div", { class: "pick" }, modes.map(function (m) {
             return h("button", { class: "tap", type: "button", "data-mode": m.code,
-              onclick: function () { state.panel = null; capture(task, p.target, "failure", m.id); },
+              onclick: function () { state.panel = null; capture(task, p.target, "failure", m.id, p.at); },
             }, h("strong", { text: m.name }), m.parent ? h("span", { class: "muted", text: " · " + m.parent }) : null);
           }), h("button", { class: "tap", type: "button", "data-mode": "", text: "Not sure",
-            onclick: function () { state.panel = null; capture(task, p.target, "failure", null); } })),
+            onclick: function () { state.panel = null; capture(task, p.target, "failure", null, p.at); } })),
           h("button", { class: "tap", type: "button", text: "Cancel", onclick: close })));
     }
     if (p.kind === "finish") {
@@ -568,7 +786,7 @@
   function reload() {
     if (reloading) return reloading;
     reloading = Promise.all([
-      store.all("tasks"), store.outbox(), store.all("sent"), store.all("conflicts"), store.all("meta"),
+      store.all("tasks"), store.outbox(), store.all("sent"), store.all("conflicts"), store.all("meta"), store.all("takes"),
     ]).then(function (res) {
       reloading = null;
       state.tasks = res[0];
@@ -577,6 +795,8 @@
       state.conflicts = res[3];
       state.meta = {};
       res[4].forEach(function (m) { state.meta[m.key] = m.value; });
+      state.takes = {};
+      res[5].forEach(function (t) { state.takes[t.key] = t; });
       state.loaded = true;
       render();
     }, function (err) { reloading = null; throw err; });
@@ -596,10 +816,17 @@
         pending = true;
         Promise.resolve().then(function () { pending = false; reload(); });
       });
-      window.addEventListener("hashchange", function () { state.panel = null; render(); window.scrollTo(0, 0); });
-      document.getElementById("sync-now").addEventListener("click", function () { sync.run(true); });
-      window.fieldApp = { state: state, sync: sync, store: store, reload: reload };
-      return reload().then(function () { sync.start(); });
+      uploads = new window.FieldSync.Uploads(store, config, onUpload, sync);
+      window.addEventListener("hashchange", function () { state.panel = null; render(); window.scrollTo(0, 0); pollRecordings(true); });
+      document.getElementById("sync-now").addEventListener("click", function () { sync.run(true); uploads.kick(true); });
+      window.fieldApp = { state: state, sync: sync, store: store, uploads: uploads, reload: reload };
+      setInterval(pollRecordings, 3000);
+      setInterval(tickTakes, 250);
+      return reload().then(function () {
+        sync.start();
+        pollRecordings(true);
+        return uploads.start();
+      });
     }).catch(function (err) {
       document.getElementById("notices").appendChild(h("div", { class: "banner bad", text: "The offline store could not open: " + err.message }));
     });

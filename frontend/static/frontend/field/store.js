@@ -4,10 +4,15 @@
 //   conflicts records the server refused (409 and other permanent refusals), shown to the user
 //   tasks     the team's tasks as last received, plus what changed since the tablet saw them
 //   meta      last sync time, failure taxonomy, blocking reasons
+//   uploads       recordings being uploaded (key: local id): task, name, size, sha256, server
+//                 upload id, confirmed offset, state; kept a week after they are done
+//   upload_files  the File of each upload still to send (written once, apart from the row that
+//                 changes with every chunk, so the file's bytes are never written twice)
+//   takes         a running take per task and target (key: "task:target"), its start time
 (function () {
   "use strict";
 
-  const STORES = ["outbox", "sent", "conflicts", "tasks", "meta"];
+  const STORES = ["outbox", "sent", "conflicts", "tasks", "meta", "uploads", "upload_files", "takes"];
 
   function promisify(request) {
     return new Promise(function (resolve, reject) {
@@ -18,17 +23,29 @@
 
   function open(userId) {
     return new Promise(function (resolve, reject) {
-      const request = indexedDB.open("fieldcraft-field-" + userId, 1);
-      request.onupgradeneeded = function () {
+      const request = indexedDB.open("fieldcraft-field-" + userId, 2);
+      request.onupgradeneeded = function (event) {
         const db = request.result;
-        const outbox = db.createObjectStore("outbox", { keyPath: "uuid" });
-        outbox.createIndex("seq", "seq");
-        db.createObjectStore("sent", { keyPath: "uuid" });
-        db.createObjectStore("conflicts", { keyPath: "uuid" });
-        db.createObjectStore("tasks", { keyPath: "id" });
-        db.createObjectStore("meta", { keyPath: "key" });
+        if (event.oldVersion < 1) {
+          const outbox = db.createObjectStore("outbox", { keyPath: "uuid" });
+          outbox.createIndex("seq", "seq");
+          db.createObjectStore("sent", { keyPath: "uuid" });
+          db.createObjectStore("conflicts", { keyPath: "uuid" });
+          db.createObjectStore("tasks", { keyPath: "id" });
+          db.createObjectStore("meta", { keyPath: "key" });
+        }
+        if (event.oldVersion < 2) {
+          db.createObjectStore("uploads", { keyPath: "id" });
+          db.createObjectStore("upload_files", { keyPath: "id" });
+          db.createObjectStore("takes", { keyPath: "key" });
+        }
       };
-      request.onsuccess = function () { resolve(new Store(request.result)); };
+      request.onsuccess = function () {
+        const db = request.result;
+        // Let a newer version of the app (another tab, after a deploy) upgrade the database.
+        db.onversionchange = function () { db.close(); };
+        resolve(new Store(db));
+      };
       request.onerror = function () { reject(request.error); };
       request.onblocked = function () { reject(new Error("The field database is open in an older tab.")); };
     });
@@ -66,6 +83,27 @@
 
   Store.prototype.remove = function (name, key) {
     return this.tx([name], "readwrite", function (s) { s[name].delete(key); });
+  };
+
+  // A write that may be lost in a crash without harm (an upload's offset: the server has it).
+  Store.prototype.putRelaxed = function (name, value) {
+    return this.tx([name], "readwrite", function (s) { s[name].put(value); }, "relaxed");
+  };
+
+  // A new upload: its row and its file, together or not at all.
+  Store.prototype.addUpload = function (row, file) {
+    return this.tx(["uploads", "upload_files"], "readwrite", function (s) {
+      s.uploads.put(row);
+      s.upload_files.put({ id: row.id, file: file });
+    }, "strict");
+  };
+
+  // Drop an upload's file; keep `row` as its final state, or drop the row too when none.
+  Store.prototype.dropUpload = function (id, row) {
+    return this.tx(["uploads", "upload_files"], "readwrite", function (s) {
+      s.upload_files.delete(id);
+      if (row) s.uploads.put(row); else s.uploads.delete(id);
+    }, "strict");
   };
 
   Store.prototype.outbox = function () {

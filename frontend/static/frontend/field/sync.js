@@ -348,5 +348,452 @@
     });
   };
 
-  window.FieldSync = { Sync: Sync, csrfToken: csrfToken };
+  // ---- SHA-256 of a file of any size ----
+  // Web Crypto digests one buffer, not a stream, and is missing on plain-HTTP pages; a file of
+  // several GB is read in slices and hashed here, a few MB at a time between input events.
+  const HASH_SLICE = 64 * 1024 * 1024;
+  const HASH_STEP = 2 * 1024 * 1024;
+  const K256 = new Int32Array([
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+  ]);
+
+  function Sha256() {
+    this.h = new Int32Array([0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]);
+    this.w = new Int32Array(64);
+    this.buf = new Uint8Array(64);
+    this.fill = 0;
+    this.length = 0;
+  }
+
+  // Compress the whole 64-byte blocks of bytes[p..end); return where the rest starts.
+  Sha256.prototype.blocks = function (bytes, p, end) {
+    const w = this.w;
+    const H = this.h;
+    while (end - p >= 64) {
+      for (let i = 0; i < 16; i++, p += 4) w[i] = (bytes[p] << 24) | (bytes[p + 1] << 16) | (bytes[p + 2] << 8) | bytes[p + 3];
+      for (let i = 16; i < 64; i++) {
+        const x = w[i - 15];
+        const y = w[i - 2];
+        const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+        const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+        w[i] = (w[i - 16] + s0 + w[i - 7] + s1) | 0;
+      }
+      let a = H[0], b = H[1], c = H[2], d = H[3], e = H[4], f = H[5], g = H[6], k = H[7];
+      for (let i = 0; i < 64; i++) {
+        const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+        const t1 = (k + S1 + ((e & f) ^ (~e & g)) + K256[i] + w[i]) | 0;
+        const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+        const t2 = (S0 + ((a & b) ^ (a & c) ^ (b & c))) | 0;
+        k = g; g = f; f = e; e = (d + t1) | 0; d = c; c = b; b = a; a = (t1 + t2) | 0;
+      }
+      H[0] = (H[0] + a) | 0; H[1] = (H[1] + b) | 0; H[2] = (H[2] + c) | 0; H[3] = (H[3] + d) | 0;
+      H[4] = (H[4] + e) | 0; H[5] = (H[5] + f) | 0; H[6] = (H[6] + g) | 0; H[7] = (H[7] + k) | 0;
+    }
+    return p;
+  };
+
+  Sha256.prototype.update = function (bytes) {
+    const n = bytes.length;
+    let p = 0;
+    this.length += n;
+    if (this.fill) {
+      p = Math.min(64 - this.fill, n);
+      this.buf.set(bytes.subarray(0, p), this.fill);
+      this.fill += p;
+      if (this.fill < 64) return this;
+      this.blocks(this.buf, 0, 64);
+      this.fill = 0;
+    }
+    p = this.blocks(bytes, p, n);
+    if (p < n) { this.buf.set(bytes.subarray(p), 0); this.fill = n - p; }
+    return this;
+  };
+
+  // The message length in bits as SHA-256 appends it: 64-bit big-endian (files past 4 GB too).
+  function lengthBytes(n) {
+    const hi = Math.floor(n / 0x20000000);  // n * 8 / 2^32
+    const lo = (n % 0x20000000) * 8;
+    return [hi >>> 24, (hi >>> 16) & 255, (hi >>> 8) & 255, hi & 255, lo >>> 24, (lo >>> 16) & 255, (lo >>> 8) & 255, lo & 255];
+  }
+
+  Sha256.prototype.hex = function () {
+    const zeros = (this.fill < 56 ? 56 : 120) - this.fill;
+    const pad = new Uint8Array(zeros + 8);
+    pad[0] = 0x80;
+    pad.set(lengthBytes(this.length), zeros);
+    this.update(pad);
+    return Array.prototype.map.call(this.h, function (x) { return ((x >>> 0) + 0x100000000).toString(16).slice(1); }).join("");
+  };
+
+  function toHex(bytes) {
+    return Array.prototype.map.call(bytes, function (x) { return (x + 0x100).toString(16).slice(1); }).join("");
+  }
+
+  // A macrotask boundary that timers' throttling does not stretch: taps and paints run here.
+  function yieldToPage() {
+    return new Promise(function (resolve) {
+      const channel = new MessageChannel();
+      channel.port1.onmessage = function () { channel.port1.close(); resolve(); };
+      channel.port2.postMessage(0);
+    });
+  }
+
+  // Hex SHA-256 of a Blob/File. Web Crypto for a file that fits one slice, else slices of
+  // `slice` bytes hashed `step` bytes at a time; onProgress(bytes hashed so far).
+  async function sha256Blob(blob, options) {
+    const o = Object.assign({ slice: HASH_SLICE, step: HASH_STEP, subtle: true, onProgress: null }, options || {});
+    const subtle = o.subtle && window.crypto && window.crypto.subtle;
+    if (subtle && blob.size <= o.slice) {
+      const digest = await subtle.digest("SHA-256", await blob.arrayBuffer());
+      if (o.onProgress) o.onProgress(blob.size);
+      return toHex(new Uint8Array(digest));
+    }
+    const hash = new Sha256();
+    for (let at = 0; at < blob.size; at += o.slice) {
+      const bytes = new Uint8Array(await blob.slice(at, at + o.slice).arrayBuffer());
+      for (let p = 0; p < bytes.length; p += o.step) {
+        hash.update(bytes.subarray(p, p + o.step));
+        if (o.onProgress) o.onProgress(at + Math.min(bytes.length, p + o.step));
+        await yieldToPage();
+      }
+    }
+    return hash.hex();
+  }
+
+  // ---- recording uploads ----
+  // Each attached file is a row in `uploads` (its File in `upload_files`) until the server
+  // holds it. The row keeps the server's upload id and the last offset it confirmed, but
+  // the server is the authority: after any failure, and after a reload, the next chunk is
+  // sent from the offset the server reports (GET), and a 409 carries the offset to use.
+  // Chunks are sent one at a time, files one after another, while the next file is hashed.
+  const UPLOAD_CHUNK = 4 * 1024 * 1024;
+  const UPLOAD_BACKOFF_MAX_MS = 30000;
+  const KEEP_UPLOADED_MS = 7 * 24 * 3600 * 1000;
+  const SENDING = ["queued", "sending"];
+  const LOCKED = new Error("another tab is sending this upload");
+
+  function delay(ms) { return new Promise(function (resolve) { setTimeout(resolve, ms); }); }
+
+  async function call(method, url, body, headers, ms) {
+    const t = withTimeout(ms);
+    try {
+      const response = await fetch(url, {
+        method: method, body: body, credentials: "same-origin", signal: t.signal,
+        headers: Object.assign({ "X-CSRFToken": csrfToken(), Accept: "application/json" }, headers || {}),
+      });
+      let data = null;
+      try { data = await response.json(); } catch (e) { data = null; }
+      return { status: response.status, data: data || {} };
+    } finally {
+      t.done();
+    }
+  }
+
+  function Uploads(store, config, onChange, sync) {
+    this.store = store;
+    this.sync = sync;
+    this.onChange = onChange;  // (item, "progress" | "state" | "done")
+    this.chunk = Math.max(1024, Number(config.uploadChunk) || UPLOAD_CHUNK);
+    this.taskUrl = config.taskRecordings;      // .../collection-tasks/0/recordings/
+    this.uploadUrl = config.recordingUploads;  // .../recording-uploads/<zero uuid>/
+    this.items = [];
+    this.files = {};  // File objects at hand (all of them while this page lives)
+    this.hashing = false;
+    this.sending = false;
+    this.failures = 0;
+    this.wake = null;
+  }
+
+  Uploads.prototype.urlForTask = function (id) { return this.taskUrl.replace(/\/0\/recordings\/$/, "/" + id + "/recordings/"); };
+  Uploads.prototype.urlForUpload = function (id) { return this.uploadUrl.replace(/[0-]{36}\/$/, id + "/"); };
+
+  Uploads.prototype.start = async function () {
+    const self = this;
+    const rows = await this.store.all("uploads");
+    const limit = Date.now() - KEEP_UPLOADED_MS;
+    rows.sort(function (a, b) { return a.created_at - b.created_at; });
+    for (const row of rows) {
+      if (SENDING.indexOf(row.state) < 0 && row.state !== "hashing" && (row.finished_at || row.created_at) < limit) {
+        await this.store.dropUpload(row.id);
+        continue;
+      }
+      row.waiting = "";
+      row.needsOffset = !!row.upload;  // what was confirmed before the reload may be stale
+      this.items.push(row);
+    }
+    window.addEventListener("online", function () { self.failures = 0; self.kick(true); });
+    window.addEventListener("offline", function () { self.items.forEach(function (i) { if (SENDING.indexOf(i.state) >= 0) self.waitFor(i, "offline"); }); });
+    setInterval(function () { self.kick(false); }, 5000);
+    this.onChange(null, "state");
+    this.kick(false);
+  };
+
+  // Keep the files (in IndexedDB, so a reload resumes them) and start on them.
+  Uploads.prototype.add = async function (taskId, files, options) {
+    const o = options || {};
+    const added = [];
+    for (const file of files) {
+      const item = {
+        id: window.FieldStore.uuid4(), task: taskId, name: file.name, size: file.size,
+        kind: o.kind || "episode", episode: o.episode || null, sha256: null, upload: null,
+        offset: 0, hashed: 0, state: "hashing", waiting: "", detail: "", recording: null,
+        created_at: Date.now(), finished_at: null, volatile: false,
+      };
+      this.files[item.id] = file;
+      try {
+        await this.store.addUpload(item, file);
+      } catch (err) {
+        // No room for the file: it still uploads from memory, but a reload loses it.
+        item.volatile = true;
+        await this.save(item);
+      }
+      this.items.push(item);
+      added.push(item);
+    }
+    this.onChange(null, "state");
+    this.kick(false);
+    return added;
+  };
+
+  Uploads.prototype.save = function (item, relaxed) {
+    const row = Object.assign({}, item);
+    return (relaxed ? this.store.putRelaxed("uploads", row) : this.store.put("uploads", row)).catch(function () {});
+  };
+
+  Uploads.prototype.file = async function (item) {
+    if (this.files[item.id]) return this.files[item.id];
+    const row = await this.store.get("upload_files", item.id);
+    if (row && row.file) this.files[item.id] = row.file;
+    return row ? row.file : null;
+  };
+
+  // wake: the network came back, or the person asked: cut a backoff short.
+  Uploads.prototype.kick = function (wake) {
+    if (wake && this.wake) { const w = this.wake; this.wake = null; w(); }
+    if (!this.hashing) this.hashLoop();
+    if (!this.sending) this.sendLoop();
+  };
+
+  Uploads.prototype.sleep = function (ms) {
+    const self = this;
+    return new Promise(function (resolve) {
+      const timer = setTimeout(done, ms);
+      function done() { clearTimeout(timer); if (self.wake === done) self.wake = null; resolve(); }
+      self.wake = done;
+    });
+  };
+
+  Uploads.prototype.waitFor = function (item, why, detail) {
+    item.waiting = why;
+    if (detail !== undefined) item.detail = detail;
+    this.onChange(item, "progress");
+  };
+
+  Uploads.prototype.hashLoop = async function () {
+    this.hashing = true;
+    try {
+      let item;
+      while ((item = this.items.find(function (i) { return i.state === "hashing"; }))) await this.hash(item);
+    } finally {
+      this.hashing = false;
+    }
+    if (!this.sending) this.sendLoop();
+  };
+
+  Uploads.prototype.hash = async function (item) {
+    const self = this;
+    const file = await this.file(item);
+    if (!file) return this.lose(item, null);
+    let sha;
+    try {
+      sha = await sha256Blob(file, { onProgress: function (n) { item.hashed = n; self.onChange(item, "progress"); } });
+    } catch (err) {
+      return this.lose(item, err);
+    }
+    if (item.state !== "hashing") return;  // cancelled meanwhile
+    item.sha256 = sha;
+    item.state = "queued";
+    await this.save(item);
+    this.onChange(item, "state");
+    if (!this.sending) this.sendLoop();
+  };
+
+  Uploads.prototype.sendLoop = async function () {
+    const self = this;
+    this.sending = true;
+    try {
+      let item;
+      while ((item = this.items.find(function (i) { return SENDING.indexOf(i.state) >= 0; }))) {
+        if (!navigator.onLine) {
+          this.waitFor(item, "offline");
+          await this.sleep(5000);  // the online event wakes us sooner
+          continue;
+        }
+        try {
+          await this.locked(item, function () { return self.send(item); });
+        } catch (err) {
+          if (err === LOCKED) { await this.sleep(2000); continue; }
+          // A dropped connection, a timeout, a 5xx, a lost answer: ask the server where to
+          // resume before sending again.
+          this.failures += 1;
+          item.needsOffset = true;
+          const auth = err instanceof HttpError && (err.status === 401 || err.status === 403);
+          this.waitFor(item, auth ? "signin" : navigator.onLine ? "retry" : "offline");
+          const base = Math.min(UPLOAD_BACKOFF_MAX_MS, 1000 * Math.pow(2, this.failures - 1));
+          await this.sleep(base * (0.5 + Math.random()));
+        }
+      }
+    } finally {
+      this.sending = false;
+    }
+  };
+
+  // One tab at a time sends an upload (two would only trade 409s).
+  Uploads.prototype.locked = function (item, fn) {
+    if (!navigator.locks) return fn();
+    return navigator.locks.request("fieldcraft-upload-" + item.id, { ifAvailable: true }, function (lock) {
+      return lock ? fn() : Promise.reject(LOCKED);
+    });
+  };
+
+  Uploads.prototype.send = async function (item) {
+    const file = await this.file(item);
+    if (!file) return this.lose(item, null);
+    while (SENDING.indexOf(item.state) >= 0) {
+      if (!item.upload) {
+        const r = await call("POST", this.urlForTask(item.task), JSON.stringify({
+          filename: item.name, size: item.size, sha256: item.sha256, kind: item.kind, episode: item.episode || "",
+        }), { "Content-Type": "application/json" }, 30000);
+        if (r.status === 200 && r.data.recording) return this.finish(item, r.data.recording);
+        if (r.status !== 201 || !r.data.id) return this.answer(item, r);
+        item.upload = r.data.id;
+        item.offset = r.data.offset || 0;
+        item.needsOffset = false;
+        item.state = "sending";
+        await this.save(item);
+        this.progressed(item);
+        continue;
+      }
+      if (item.needsOffset) {
+        const r = await call("GET", this.urlForUpload(item.upload), undefined, null, 20000);
+        // Gone (expired), or already complete (its answer was lost): starting again finds
+        // the pending upload or the stored recording by content.
+        if (r.status === 404 || (r.status === 200 && r.data.recording)) { item.upload = null; continue; }
+        if (r.status !== 200) return this.answer(item, r);
+        item.offset = r.data.offset;
+        item.needsOffset = false;
+        this.progressed(item);
+        continue;
+      }
+      if (item.offset >= item.size) throw new HttpError(0, "the server is finishing the upload");
+      const start = item.offset;
+      const end = Math.min(item.size, start + this.chunk);
+      if (end === item.size && item.episode) await this.episodeFirst(item.episode);
+      const r = await call("PUT", this.urlForUpload(item.upload), file.slice(start, end), {
+        "Content-Type": "application/octet-stream", "Content-Range": "bytes " + start + "-" + (end - 1) + "/" + item.size,
+      }, 30000 + (end - start) / 25);
+      if (r.status === 201 && r.data.recording) return this.finish(item, r.data.recording);
+      if (r.status === 200 && typeof r.data.offset === "number") {
+        item.offset = r.data.offset;
+        this.failures = 0;
+        await this.save(item, true);
+        this.progressed(item);
+      } else if (r.status === 409 && typeof r.data.offset === "number") {
+        item.offset = r.data.offset;  // not where the server is: go on from where it is
+        this.progressed(item);
+      } else if (r.status === 413 && r.data.limit) {
+        this.chunk = Math.min(this.chunk, r.data.limit);
+      } else if (r.status === 404) {
+        item.upload = null;
+      } else {
+        return this.answer(item, r);
+      }
+    }
+  };
+
+  Uploads.prototype.progressed = function (item) {
+    item.waiting = "";
+    this.onChange(item, "progress");
+  };
+
+  // An answer that is not progress: final refusals stop this file, the rest are retried.
+  Uploads.prototype.answer = function (item, r) {
+    if (r.status === 400 || r.status === 422 || r.status === 404) {
+      return this.settle(item, "refused", {
+        detail: r.status === 404 ? "This task is no longer open to you on the server." : r.data.detail || "Refused (" + r.status + ").",
+      });
+    }
+    throw new HttpError(r.status, "The server answered " + r.status + "; retrying.");
+  };
+
+  // Wait (a minute at most) for the capture this recording belongs to to reach the server,
+  // so that the last chunk links the recording to its episode.
+  Uploads.prototype.episodeFirst = async function (uuid) {
+    for (let i = 0; i < 30; i++) {
+      if (!(await this.store.get("outbox", uuid))) return;
+      if (this.sync) this.sync.run(false);
+      await delay(2000);
+    }
+  };
+
+  Uploads.prototype.finish = function (item, recording) {
+    return this.settle(item, "done", { recording: recording, offset: item.size, sha256: recording.sha256 || item.sha256 });
+  };
+
+  Uploads.prototype.lose = function (item, err) {
+    return this.settle(item, "lost", {
+      detail: "The tablet can no longer read this file" + (err && err.name ? " (" + err.name + ")" : "") + "; attach it again.",
+    });
+  };
+
+  Uploads.prototype.settle = async function (item, state, fields) {
+    Object.assign(item, fields, { state: state, waiting: "", finished_at: Date.now() });
+    if (state === "done") {
+      delete this.files[item.id];
+      await this.store.dropUpload(item.id, Object.assign({}, item)).catch(function () {});
+    } else {
+      await this.save(item);
+    }
+    this.onChange(item, state === "done" ? "done" : "state");
+  };
+
+  // Forget an upload: cancel it while pending, or dismiss what it ended with.
+  Uploads.prototype.remove = async function (id) {
+    const item = this.items.find(function (i) { return i.id === id; });
+    if (!item) return;
+    item.state = "removed";
+    this.items.splice(this.items.indexOf(item), 1);
+    delete this.files[id];
+    await this.store.dropUpload(id).catch(function () {});
+    this.onChange(null, "state");
+  };
+
+  // Send a refused file again from the start (hashed again: it may have changed on disk).
+  Uploads.prototype.retry = async function (id) {
+    const item = this.items.find(function (i) { return i.id === id; });
+    if (!item || item.state !== "refused") return;
+    Object.assign(item, { state: "hashing", sha256: null, upload: null, offset: 0, hashed: 0, detail: "", finished_at: null });
+    await this.save(item);
+    this.onChange(item, "state");
+    this.kick(true);
+  };
+
+  // The task's recordings on the server, with their validation.
+  Uploads.prototype.list = async function (taskId) {
+    const r = await call("GET", this.urlForTask(taskId), undefined, null, 20000);
+    if (r.status !== 200 || !Array.isArray(r.data)) throw new HttpError(r.status, "Could not load the recordings.");
+    return r.data;
+  };
+
+  window.FieldSync = {
+    Sync: Sync, Uploads: Uploads, csrfToken: csrfToken,
+    sha256Blob: sha256Blob, Sha256: Sha256, lengthBytes: lengthBytes,
+  };
 })();
