@@ -359,10 +359,13 @@ def customer_dashboard(
                     "uncovered": r.summary.get("uncovered_mass"),
                 }
             )
+    # Customers see published rounds only (the one place this rule lives for the dashboard
+    # and its share links): a draft or planned round, its dates, targets and counts stay
+    # with the operator until the plan is published.
     rounds = list(
-        CollectionRound.objects.filter(campaign_id__in=campaign_ids).order_by(
-            "campaign_id", "number"
-        )
+        CollectionRound.objects.published()
+        .filter(campaign_id__in=campaign_ids)
+        .order_by("campaign_id", "number")
     )
     sections = []
     for c in campaigns:
@@ -385,7 +388,7 @@ def customer_dashboard(
             training = None
         c_rounds = [r for r in rounds if r.campaign_id == c.pk]
         next_round = next(
-            (r for r in reversed(c_rounds) if r.status in ("planned", "scheduled", "collecting")),
+            (r for r in reversed(c_rounds) if r.status in ("scheduled", "collecting")),
             None,
         )
         sections.append(

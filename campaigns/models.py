@@ -94,6 +94,20 @@ class RoundQuerySet(TenantQuerySet):
     operator_path = "campaign__organization"
     customer_path = "campaign__customer"
 
+    # Statuses from publishing onwards (``round_publish`` moves planned → scheduled): the
+    # only rounds a customer may see. Draft and planned rounds are the operator's own work.
+    PUBLISHED_STATUSES: ClassVar[tuple[str, ...]] = (
+        "scheduled",
+        "collecting",
+        "labelling",
+        "evaluated",
+        "closed",
+    )
+
+    def published(self) -> RoundQuerySet:
+        """Rounds whose plan has been published to the field teams, or that went further."""
+        return self.filter(status__in=self.PUBLISHED_STATUSES)
+
 
 class CollectionRound(models.Model):
     """One steering iteration. Its status changes only through ``round_transition``."""

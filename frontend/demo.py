@@ -1296,9 +1296,8 @@ def demo_round(
             report = gap_report_latest(campaign=campaign) or gap_report_build(
                 report=GapReport.objects.create(organization=ctx.operator, campaign=campaign)
             )
-            round = round_plan_from_gap(
-                round=round, report=report, start=date(2026, 11, 30), days=21
-            )
+            # Start on the round's day, or today if that has passed: never plan into the past.
+            round = round_plan_from_gap(round=round, report=report, days=21)
             round = round_publish(round=round)
         dims = [d[0] for d in DIMENSIONS]
         slug_of = {v.pk: (v.dimension.slug, v.slug) for v in ctx.values.values()}

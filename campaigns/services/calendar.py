@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date, timedelta
 from typing import Any
 
+from django.urls import reverse
 from django.utils import timezone
 from icalendar import Calendar, Event
 
@@ -31,6 +32,11 @@ def team_tasks(*, team: FieldTeam, start: date | None = None, end: date | None =
     if end:
         qs = qs.filter(scheduled_date__lte=end)
     return qs
+
+
+def field_task_url(task_id: int, base_url: str = "") -> str:
+    """Where the tablet app opens a task: its page with the app's own ``#/task/<id>`` route."""
+    return f"{base_url}{reverse('field:today')}#/task/{task_id}"
 
 
 def team_calendar_ics(*, team: FieldTeam, base_url: str = "") -> bytes:
@@ -67,8 +73,10 @@ def team_calendar_ics(*, team: FieldTeam, base_url: str = "") -> bytes:
                 if task.travel_hours
                 else ""
             )
-            + (f"Open in Fieldcraft: {base_url}/field/tasks/{task.pk}/" if base_url else ""),
+            + (f"Open in Fieldcraft: {field_task_url(task.pk, base_url)}" if base_url else ""),
         )
+        if base_url:
+            event.add("url", field_task_url(task.pk, base_url))
         event.add(
             "status", "CANCELLED" if task.status == CollectionTask.Status.CANCELLED else "CONFIRMED"
         )

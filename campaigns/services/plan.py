@@ -50,7 +50,14 @@ from campaigns.services.rounds import round_transition
 from sites.models import ConditionValue, Site
 from sites.services import condition_sets_intern
 
-__all__ = ["PlanCell", "PlanInfeasible", "PlanRequest", "round_plan"]
+__all__ = [
+    "PlanCell",
+    "PlanInfeasible",
+    "PlanInputInvalid",
+    "PlanRequest",
+    "plan_today",
+    "round_plan",
+]
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,53 @@ class PlanRequest:
 
 class RoundNotEditable(Exception):
     """The round's plan can no longer change (names its status)."""
+
+
+class PlanInputInvalid(PlanInfeasible):
+    """The plan's inputs are refused before anything is solved or stored (names the field)."""
+
+
+def plan_today() -> date:
+    """The first day a plan may schedule: today in the site-wide time zone (``TIME_ZONE``),
+    the same "today" the field app and the calendars use."""
+    return timezone.localdate()
+
+
+def _checked_inputs(round: CollectionRound, request: PlanRequest) -> tuple[date, int, Budget]:
+    """Validate the request against the round before any write: (start, days, budget).
+
+    Raises PlanInputInvalid naming the field: budgets must be more than 0 where they apply,
+    days at least 1, and the start not before today.
+    """
+    today = plan_today()
+    for name in ("budget_episodes", "budget_hours", "budget_money"):
+        given = getattr(request, name)
+        if given is not None and not given > 0:
+            raise PlanInputInvalid(f"{name}: must be more than 0 to plan field work")
+    if request.days is not None and request.days < 1:
+        raise PlanInputInvalid("days: must be at least 1 to plan field work")
+    if request.min_batch < 0:
+        raise PlanInputInvalid("min_batch: must not be negative")
+    if request.start is not None and request.start < today:
+        raise PlanInputInvalid(
+            f"start: {request.start:%Y-%m-%d} is in the past; a plan starts today "
+            f"({today:%Y-%m-%d}) or later"
+        )
+    # Never schedule into the past: without an explicit start, begin today at the earliest.
+    start = request.start or max(round.start_date or today, today)
+    days = request.days or round.days or 14
+    budget = _budget(round, request)
+    for name, value, unit in (
+        ("budget_episodes", budget.episodes, "episodes"),
+        ("budget_hours", budget.hours, "h"),
+        ("budget_money", budget.money, "in money"),
+    ):
+        if value is not None and not value > 0:
+            raise PlanInputInvalid(
+                f"{name}: must be more than 0 to plan field work (round {round.number} "
+                f"has {value:g} {unit}; set a positive budget)"
+            )
+    return start, days, budget
 
 
 def _budget(round: CollectionRound, request: PlanRequest) -> Budget:
@@ -122,8 +176,13 @@ def round_plan(
 ) -> CollectionRound:
     """Propose (or re-solve) the round's plan and store targets, tasks and protocol steps.
 
-    Raises RoundNotEditable unless the round is draft or planned; PlanInfeasible (from the
-    allocation or scheduling core) when locked items break a hard constraint, naming it.
+    Raises RoundNotEditable unless the round is draft or planned; PlanInputInvalid (before
+    any write) for a budget that is not positive, a start in the past or no days;
+    PlanInfeasible (from the allocation or scheduling core) when locked items break a hard
+    constraint, naming it, or when the schedule would put a task before today. Nothing is
+    stored unless the whole plan is: a refusal rolls back the round's fields, targets, tasks
+    and steps. (A plan in which nothing could be placed is stored with its reasons in
+    ``plan_summary["unplaced"]``; the plan_round command refuses and rolls it back.)
     """
     round = CollectionRound.objects.select_for_update().select_related("campaign").get(pk=round.pk)
     if not round.is_editable:
@@ -131,9 +190,9 @@ def round_plan(
             f"Round {round.number} is {round.status}; only draft or planned rounds can be planned."
         )
     campaign = round.campaign
-    # Never schedule into the past: without an explicit start, begin today at the earliest.
-    start = request.start or max(round.start_date or timezone.localdate(), timezone.localdate())
-    days = request.days or round.days or 14
+    # Everything is checked before the first write; the round's fields change in memory
+    # only and are saved with the plan (the whole function is one transaction).
+    start, days, budget = _checked_inputs(round, request)
     round.start_date, round.days = start, days
     if request.budget_episodes is not None:
         round.budget_episodes = request.budget_episodes
@@ -141,7 +200,6 @@ def round_plan(
         round.budget_hours = request.budget_hours
     if request.budget_money is not None:
         round.budget_money = Decimal(str(request.budget_money))
-    budget = _budget(round, request)
     excluded = {tuple(v) for v in (round.plan_summary or {}).get("excluded", [])}
     embodiment = campaign.embodiments.order_by("pk").first()
     if embodiment is None:
@@ -383,6 +441,13 @@ def round_plan(
     plan = schedule(
         tasks=schedule_tasks, sites=site_schedules, teams=team_specs, start=start, days=days
     )
+
+    past = sorted({p.date for p in plan.placements if p.date < plan_today()})
+    if past:
+        raise PlanInfeasible(
+            f"the schedule would put a task on {past[0]:%a %d %b %Y}, before today; "
+            "nothing was stored"
+        )
 
     team_by_slug = {t.slug: t for t in teams}
     placements_by_site: dict[int, list[Any]] = defaultdict(list)

@@ -19,7 +19,8 @@ from campaigns.planning.errors import PlanInfeasible
 from campaigns.services.plan_edit import round_publish, target_remove, target_update, task_update
 from sites.models import AccessWindow, ConditionDimension, ConditionValue
 
-MONDAY = date(2026, 12, 7)
+# The next Monday: plans never start in the past, so the week planned moves with the calendar.
+MONDAY = date.today() + timedelta(days=7 - date.today().weekday())
 
 
 def assert_schedule_is_sound(round: CollectionRound) -> None:
@@ -58,7 +59,7 @@ def test_demo_plan_follows_the_top_gaps_and_publishes_to_the_field(db, client_fo
     )
     round = campaign.rounds.get(number=1)
 
-    round = round_plan_from_gap(round=round, report=report, start=date(2026, 11, 30), days=21)
+    round = round_plan_from_gap(round=round, report=report, days=21)  # starts today at the earliest
 
     summary = round.plan_summary
     assert round.status == "planned"

@@ -111,8 +111,10 @@ def test_edited_campaigns_rounds_targets_and_production_show_on_the_next_render(
     viewer = client_for(world_a.viewer)
     viewer.get("/dashboard/")
     Campaign.objects.filter(pk=world_a.campaign.pk).update(name="Winter push QZALPHA")
+    # Customers see published rounds only (tests/frontend/test_published_rounds.py).
     CollectionRound.objects.filter(pk=world_a.round.pk).update(
-        plan_summary={"episodes": 4321, "interventions_before": 9.0, "interventions_after": 3.0}
+        status="scheduled",
+        plan_summary={"episodes": 4321, "interventions_before": 9.0, "interventions_after": 3.0},
     )
     Deployment.objects.filter(pk=world_a.deployment.pk).update(reliability_target=0.987)
     ProductionLog.objects.create(

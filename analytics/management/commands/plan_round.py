@@ -8,6 +8,7 @@ from datetime import date
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import transaction
 
 
 class Command(BaseCommand):
@@ -31,12 +32,8 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from analytics.models import GapReport
-        from analytics.services.gap import gap_report_build, gap_report_latest
-        from analytics.services.planning import round_plan_from_gap
-        from campaigns.models import Campaign, CollectionRound
+        from campaigns.models import Campaign
         from campaigns.planning.errors import PlanInfeasible
-        from campaigns.services import round_create
         from campaigns.services.plan import RoundNotEditable
 
         campaigns = Campaign.objects.filter(slug=options["campaign"])
@@ -47,6 +44,21 @@ class Command(BaseCommand):
                 f"campaign {options['campaign']!r}: {'not found' if not campaigns.exists() else 'ambiguous; give --organization'}"
             )
         campaign = campaigns.get()
+        try:
+            # One transaction: a refusal (here or below, "cannot be fully met") stores nothing,
+            # not even the round created for the plan or the gap report computed for it.
+            with transaction.atomic():
+                self._plan(campaign, options)
+        except (PlanInfeasible, RoundNotEditable) as exc:
+            raise CommandError(f"plan cannot be met: {exc}") from exc
+
+    def _plan(self, campaign: Any, options: dict[str, Any]) -> None:
+        from analytics.models import GapReport
+        from analytics.services.gap import gap_report_build, gap_report_latest
+        from analytics.services.planning import round_plan_from_gap
+        from campaigns.models import CollectionRound
+        from campaigns.services import round_create
+
         round = (
             campaign.rounds.filter(
                 status__in=[CollectionRound.Status.DRAFT, CollectionRound.Status.PLANNED]
@@ -59,19 +71,17 @@ class Command(BaseCommand):
                 organization_id=campaign.organization_id, campaign=campaign
             )
         )
-        try:
-            round = round_plan_from_gap(
-                round=round,
-                report=report,
-                budget_episodes=options.get("budget_episodes"),
-                budget_hours=options.get("budget_hours"),
-                budget_money=options.get("budget_money"),
-                start=options.get("start"),
-                days=options.get("days"),
-                min_batch=options["min_batch"],
-            )
-        except (PlanInfeasible, RoundNotEditable) as exc:
-            raise CommandError(f"plan cannot be met: {exc}") from exc
+        round = round_plan_from_gap(
+            round=round,
+            report=report,
+            budget_episodes=options.get("budget_episodes"),
+            budget_hours=options.get("budget_hours"),
+            budget_money=options.get("budget_money"),
+            start=options.get("start"),
+            days=options.get("days"),
+            min_batch=options["min_batch"],
+        )
+
         summary = round.plan_summary
         blocking = [
             u["message"]
@@ -123,9 +133,11 @@ class Command(BaseCommand):
         else:
             self._print(round, summary)
         if blocking or not summary.get("episodes"):
+            # Raised inside the transaction: the partial plan printed above is not stored.
             raise CommandError(
                 "plan cannot be fully met: "
                 + ("; ".join(blocking) or "no episodes could be planned")
+                + "; nothing was stored"
             )
 
     def _print(self, round: Any, s: dict[str, Any]) -> None:

@@ -1,7 +1,8 @@
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.exceptions import ObjectDoesNotExist
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 
 class Command(BaseCommand):
@@ -26,15 +27,35 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: object, **options: object) -> None:
+        from analytics.services.planning import NoGapReport
+        from campaigns.models import Campaign
+        from campaigns.planning.errors import PlanInfeasible
+        from campaigns.services.plan import RoundNotEditable
+        from campaigns.services.plan_edit import PlanEditRefused
         from frontend.demo import demo_round
 
-        result = demo_round(
-            write_dir=options["out"],
-            import_results=bool(options["import_results"]),
-            recordings=None
-            if options["recordings"] is None
-            else max(0, int(str(options["recordings"]))),
-        )
+        if not Campaign.objects.filter(
+            organization__slug="fieldcraft-ops", slug="northwind-2027-h1"
+        ).exists():
+            raise CommandError(
+                "the demo campaign northwind-2027-h1 is missing: run `manage.py seed_demo` first"
+            )
+        try:
+            result = demo_round(
+                write_dir=options["out"],
+                import_results=bool(options["import_results"]),
+                recordings=None
+                if options["recordings"] is None
+                else max(0, int(str(options["recordings"]))),
+            )
+        except ObjectDoesNotExist as exc:
+            raise CommandError(
+                f"the demo is incomplete ({exc}): run `manage.py seed_demo` first"
+            ) from exc
+        except (PlanInfeasible, RoundNotEditable, NoGapReport) as exc:
+            raise CommandError(f"round 1 cannot be planned: {exc}") from exc
+        except PlanEditRefused as exc:
+            raise CommandError(f"round 1 cannot be published: {exc}") from exc
         self.stdout.write(
             f"Round 1 played out: {result['episodes']:,} episodes captured and labelled"
             + (

@@ -1,0 +1,97 @@
+"""Customers see only published rounds; calendar events open the task in the tablet app."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime
+from urllib.parse import urlsplit
+
+import pytest
+from icalendar import Calendar
+
+from campaigns.models import CollectionRound
+from campaigns.services.plan_edit import round_publish
+from campaigns.services.rounds import round_transition
+
+# What only this round would put on the page: its episodes, its start date and its row.
+EPISODES = 4321
+START = date(2026, 12, 7)
+
+
+def _prepare_round(world, status: str) -> CollectionRound:
+    round = world.round
+    CollectionRound.objects.filter(pk=round.pk).update(
+        plan_summary={
+            "episodes": EPISODES,
+            "interventions_before": 12.5,
+            "interventions_after": 3.5,
+        },
+        start_date=START,
+        days=9,
+    )
+    task = world.collection_task
+    task.start_at = datetime(2026, 12, 7, 8, 0, tzinfo=UTC)
+    task.end_at = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+    task.save(update_fields=["start_at", "end_at"])
+    round.refresh_from_db()
+    if status == "planned":
+        round_transition(round=round, to_status="planned")
+    assert round.status == status
+    return round
+
+
+def _page(world, client_for, where: str) -> str:
+    if where == "dashboard":
+        response = client_for(world.viewer).get("/dashboard/")
+    else:
+        response = client_for(None).get(f"/share/{world.share.token}/")
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def _shows_round(body: str) -> dict[str, bool]:
+    return {
+        "next round": "Next round" in body,
+        "row": re.search(r"<td>Round 1</td>", body) is not None,
+        "episodes": "4,321" in body or "4321" in body or "4 321" in body,
+        "dates": "Dec. 7, 2026" in body or "2026-12-07" in body or "9 days" in body,
+    }
+
+
+@pytest.mark.parametrize("where", ["dashboard", "share"])
+@pytest.mark.parametrize("status", ["draft", "planned"])
+def test_unpublished_round_stays_off_the_customer_dashboard_until_published(
+    world_a, client_for, where, status
+):
+    round = _prepare_round(world_a, status)
+
+    before = _page(world_a, client_for, where)
+    if status == "draft":
+        round_transition(round=round, to_status="planned")
+    round_publish(round=round)
+    after = _page(world_a, client_for, where)
+
+    assert _shows_round(before) == dict.fromkeys(_shows_round(before), False)
+    assert "No rounds yet." in before
+    assert _shows_round(after) == dict.fromkeys(_shows_round(after), True)
+    assert "round 1 (scheduled)" in after
+
+
+def test_calendar_event_url_opens_the_task_in_the_tablet_app(world_a, client_for):
+    _prepare_round(world_a, "draft")
+    task = world_a.collection_task
+
+    response = client_for(None).get(f"/calendar/{world_a.team.calendar_token}.ics")
+    calendar = Calendar.from_ical(response.content)
+    events = [e for e in calendar.walk("VEVENT") if str(e["uid"]) == f"task-{task.pk}@fieldcraft"]
+
+    assert response.status_code == 200
+    assert len(events) == 1
+    url = str(events[0]["url"])
+    parts = urlsplit(url)
+    assert url == f"http://testserver/field/#/task/{task.pk}"
+    assert (parts.path, parts.fragment) == ("/field/", f"/task/{task.pk}")
+    # The hash route the tablet app handles (frontend/static/frontend/field/app.js).
+    assert re.match(r"^#\/task\/(\d+)(?:\/step\/(\d+))?", "#" + parts.fragment)
+    assert f"Open in Fieldcraft: {url}" in str(events[0]["description"])
+    assert "/field/tasks/" not in response.content.decode()
