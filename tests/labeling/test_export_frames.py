@@ -15,7 +15,6 @@ import time
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from django.conf import settings as django_settings
@@ -331,7 +330,6 @@ def test_a_killed_worker_leaves_nothing_visible_and_the_retry_finishes(
         == (export.summary["frames"])
     )
     assert Recording.objects.filter(episode__dataset=dataset).count() == 6
-    assert np.isfinite(export.summary["frames"])
 
 
 def test_convert_recordings_writes_a_dataset_whose_rows_find_their_frames(world_a, tmp_path):
