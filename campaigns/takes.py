@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
+from django.db.models import QuerySet
 
 from accounts.services import audit_record, job_create, job_running, job_set_result
 from campaigns.models import CollectionTask, TaskRecording
@@ -54,21 +55,16 @@ class TakesResult:
         return asdict(self)
 
 
-def _open_takes(task: CollectionTask) -> list[Episode]:
-    """The task's captures with a take span and no recording of their own yet."""
-    return list(
-        Episode.objects.filter(
-            extra__collection_task=task.pk,
-            extra__take__isnull=False,
-            recordings__isnull=True,
-            recording_segment__isnull=True,
-        ).order_by("recorded_at", "id")
-    )
+def open_takes(episodes: QuerySet[Episode]) -> QuerySet[Episode]:
+    """Of ``episodes``, the captures with a take span and no recording of their own yet."""
+    return episodes.filter(
+        extra__take__isnull=False, recordings__isnull=True, recording_segment__isnull=True
+    ).order_by("recorded_at", "id")
 
 
 def task_unmatched_takes(*, task: CollectionTask) -> list[Episode]:
     """Takes the tablet recorded that no recording of the task holds (for the manager)."""
-    return _open_takes(task)
+    return list(open_takes(Episode.objects.filter(extra__collection_task=task.pk)))
 
 
 def recording_takes_match(
@@ -84,7 +80,7 @@ def recording_takes_match(
     if recording.episode_id is not None:
         result.note = "the recording is one take, linked to its capture"
         return result
-    takes = _open_takes(task)
+    takes = task_unmatched_takes(task=task)
     if not takes:
         result.note = "no open take in this task"
         return result

@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 
+from accounts.models import Job
 from accounts.services import job_create, job_running
 from labeling.capture.streams import StreamMap, StreamMappingError
 from labeling.exports.conversions import (
@@ -97,37 +99,69 @@ class Playback:
     report: dict[str, Any] = field(default_factory=dict)
     recording: Recording | None = None
     parts: int = 0
+    joints: list[str] = field(default_factory=list)  # the state and action columns' names
 
 
-def _conversion_of(episode: Episode) -> tuple[Recording | None, Conversion | None, Source | None]:
-    found = source_of(episode)
-    if found is None or episode.embodiment_id is None:
-        return (found[0] if found else None), None, (found[1] if found else None)
-    recording, source = found
+def _episode_stream_map(episode: Episode) -> StreamMap:
+    """The stream map the episode's recording converts with (the export's, for its dataset).
+    Raises StreamMappingError when the episode names no robot or its robot's streams cannot
+    be mapped."""
+    if episode.embodiment_id is None:
+        raise StreamMappingError(
+            "the episode names no robot, so its recorded streams cannot be mapped"
+        )
     embodiment = Embodiment.objects.prefetch_related("cameras", "action_dimensions").get(
         pk=episode.embodiment_id
     )
     try:
-        stream_map = stream_map_of(embodiment, fps=episode.dataset.fps if episode.dataset else None)
+        return stream_map_of(embodiment, fps=episode.dataset.fps if episode.dataset_id else None)
+    except StreamMappingError as exc:
+        raise StreamMappingError(f"{embodiment.name}: {exc}") from None
+
+
+def _conversion_of(episode: Episode) -> tuple[Recording | None, Conversion | None]:
+    found = source_of(episode)
+    if found is None:
+        return None, None
+    recording, source = found
+    try:
+        stream_map = _episode_stream_map(episode)
     except StreamMappingError:
-        return recording, None, source
+        return recording, None
     folder = conversion_folder(
         Path(settings.MEDIA_ROOT), source.sha256, stream_map, codec(), source.window
     )
-    return recording, stored_conversion(folder), source
+    return recording, stored_conversion(folder)
 
 
-def episode_playback(episode: Episode) -> Playback:
-    """The episode's playback: its converted videos and frames, or why there are none."""
-    recording, conversion, _ = _conversion_of(episode)
+def _last_conversion(recording: Recording) -> Job | None:
+    return (
+        Job.objects.filter(
+            organization_id=recording.organization_id,
+            kind="conversion",
+            task_name=CONVERT_TASK,
+            task_kwargs__recording_id=recording.pk,
+        )
+        .order_by("-created_at")
+        .first()
+    )
+
+
+def episode_playback(
+    episode: Episode, *, request_conversion: bool = False, actor: Any = None
+) -> Playback:
+    """The episode's playback: its converted videos and frames, or why there are none — a
+    conversion that cannot come (unmappable robot, a failed job) is ``failed`` with the
+    reason, never "converting" forever. With ``request_conversion``, queue the conversion it
+    waits for (once: not while one for the recording is queued or running, nor after one
+    failed)."""
+    recording, conversion = _conversion_of(episode)
     if recording is None:
         return Playback("none", "No recording is attached to this episode.")
     if conversion is None:
         if recording.status in (Recording.Status.RECEIVED, Recording.Status.VALIDATING):
             return Playback("converting", "The recording is being validated.", recording=recording)
-        return Playback(
-            "converting", "The recording is being converted for playback.", recording=recording
-        )
+        return _awaited_conversion(episode, recording, request=request_conversion, actor=actor)
     if not conversion.bundles:
         return Playback(
             "failed",
@@ -149,6 +183,7 @@ def episode_playback(episode: Episode) -> Playback:
     ]
     return Playback(
         "ready",
+        joints=[str(n) for n in meta.get("state_names") or []],
         fps=float(meta["fps"]),
         length=int(meta["length"]),
         cameras=cameras,
@@ -156,6 +191,32 @@ def episode_playback(episode: Episode) -> Playback:
         report=meta.get("sync") or {},
         recording=recording,
         parts=len(conversion.bundles),
+    )
+
+
+def _awaited_conversion(
+    episode: Episode, recording: Recording, *, request: bool, actor: Any
+) -> Playback:
+    try:
+        _episode_stream_map(episode)
+    except StreamMappingError as exc:
+        return Playback("failed", f"The recording cannot be played: {exc}.", recording=recording)
+    with transaction.atomic():
+        if request:
+            # One request per recording at a time: the page polls, and several may be open.
+            list(Recording.objects.select_for_update().filter(pk=recording.pk).values("pk"))
+        last = _last_conversion(recording)
+        if last is not None and last.status == Job.Status.FAILED:
+            return Playback(
+                "failed",
+                f"The conversion for playback failed: {last.message or 'no reason given'}",
+                recording=recording,
+            )
+        # None yet, or one that made what other settings asked for (the robot changed since).
+        if request and (last is None or not last.is_active):
+            recording_convert_request(recording=recording, actor=actor)
+    return Playback(
+        "converting", "The recording is being converted for playback.", recording=recording
     )
 
 
@@ -209,14 +270,11 @@ def recording_convert_run(*, job_id: str) -> None:
 def episode_convert(*, episode: Episode) -> Conversion | None:
     """Convert the episode's recording now (or find it converted); None without one."""
     found = source_of(episode)
-    if found is None or episode.embodiment_id is None:
+    if found is None:
         return None
     _, source = found
-    embodiment = Embodiment.objects.prefetch_related("cameras", "action_dimensions").get(
-        pk=episode.embodiment_id
-    )
     try:
-        stream_map = stream_map_of(embodiment, fps=episode.dataset.fps if episode.dataset else None)
+        stream_map = _episode_stream_map(episode)
     except StreamMappingError:
         return None
     return convert_stored(

@@ -424,13 +424,9 @@ def recording_validate(*, recording: Recording) -> Recording:
     Recording.objects.filter(pk=recording.pk).update(
         status=status, report=data, message=report.to_text()[:4000], validated_at=timezone.now()
     )
-    if report.passed:
-        sync = Episode.SyncStatus.SYNCED
-    elif "synchronisation" in failed:
-        sync = Episode.SyncStatus.DESYNCED
-    else:
-        sync = Episode.SyncStatus.INCOMPLETE
-    _mark_episode(recording, passed=report.passed, failed=failed, sync=sync)
+    _mark_episode(
+        recording, passed=report.passed, failed=failed, sync=_sync_of(report.passed, failed)
+    )
     recording.refresh_from_db()
     if (
         recording.episode_id is not None or recording.segments.exists()
@@ -451,17 +447,20 @@ def recording_verdict_apply(*, recording: Recording) -> None:
     report = recording.report or {}
     failed = [str(c.get("name")) for c in report.get("checks", []) if not c.get("passed")]
     passed = recording.status == Recording.Status.PASSED
-    if passed:
-        sync = Episode.SyncStatus.SYNCED
-    elif "synchronisation" in failed:
-        sync = Episode.SyncStatus.DESYNCED
-    else:
-        sync = Episode.SyncStatus.INCOMPLETE
-    _mark_episode(recording, passed=passed, failed=failed, sync=sync)
+    _mark_episode(recording, passed=passed, failed=failed, sync=_sync_of(passed, failed))
     if recording.embodiment_id is not None:
         from labeling.playback import recording_convert_request
 
         recording_convert_request(recording=recording)
+
+
+def _sync_of(passed: bool, failed: list[str]) -> str:
+    """An episode's sync status from its recording's verdict and failed checks."""
+    if passed:
+        return Episode.SyncStatus.SYNCED
+    if "synchronisation" in failed:
+        return Episode.SyncStatus.DESYNCED
+    return Episode.SyncStatus.INCOMPLETE
 
 
 def _mark_episode(recording: Recording, *, passed: bool, failed: list[str], sync: str) -> None:

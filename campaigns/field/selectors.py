@@ -363,27 +363,27 @@ def task_pipeline(*, round: CollectionRound) -> dict[int, dict[str, int]]:
 
 def takes_to_resolve(*, round: CollectionRound) -> list[dict[str, Any]]:
     """Per task of the round with takes no recording holds: those takes, and the task's
-    recordings of several takes with how their clocks were matched (for the manager)."""
+    recordings of several takes with how their clocks were matched (for the manager).
+    Two queries whatever the number of tasks (the progress page polls it)."""
     from campaigns.models import TaskRecording
-    from campaigns.takes import task_unmatched_takes
+    from campaigns.takes import open_takes
 
-    out = []
-    tasks = CollectionTask.objects.filter(round=round).select_related("site")
-    for task in tasks.filter(
-        field_records__episode__extra__take__isnull=False,
-        field_records__episode__recordings__isnull=True,
-        field_records__episode__recording_segment__isnull=True,
-    ).distinct():
-        takes = task_unmatched_takes(task=task)
-        if not takes:
-            continue
-        links = list(
-            TaskRecording.objects.filter(task=task, recording__episode__isnull=True)
-            .select_related("recording")
-            .order_by("created_at")
-        )
-        out.append({"task": task, "takes": takes, "recordings": links})
-    return out
+    by_task: dict[int, list[Episode]] = {}
+    for episode in open_takes(
+        Episode.objects.filter(field_record__task__round=round)
+    ).select_related("field_record__task__site"):
+        by_task.setdefault(episode.field_record.task_id, []).append(episode)
+    links: dict[int, list[Any]] = {}
+    for link in (
+        TaskRecording.objects.filter(task_id__in=by_task, recording__episode__isnull=True)
+        .select_related("recording")
+        .order_by("created_at")
+    ):
+        links.setdefault(link.task_id, []).append(link)
+    return [
+        {"task": takes[0].field_record.task, "takes": takes, "recordings": links.get(task_id, [])}
+        for task_id, takes in by_task.items()
+    ]
 
 
 def round_progress(*, round: CollectionRound) -> dict[str, Any]:

@@ -5,7 +5,6 @@ exclusions), the review of disagreements, and exports."""
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.http import (
     FileResponse,
@@ -30,10 +28,9 @@ from django.urls import reverse
 from django.views import View
 from django.views.generic import TemplateView
 
-from accounts.models import Job, Role
+from accounts.models import Role
 from accounts.permissions import LABELLERS
 from frontend.views.base import MANAGERS, JobProgressView, MemberView
-from labeling.capture.streams import StreamMappingError
 from labeling.exports.services import (
     ExportError,
     dataset_export_start,
@@ -65,17 +62,8 @@ from labeling.models import (
     Episode,
     LabelAssignment,
     LabelJob,
-    Recording,
 )
-from labeling.playback import (
-    CONVERT_TASK,
-    Playback,
-    episode_playback,
-    playback_traces,
-    recording_convert_request,
-    stream_map_of,
-)
-from sites.models import Embodiment
+from labeling.playback import Playback, episode_playback, playback_traces
 
 MEDIA_READERS = frozenset({Role.MANAGER, Role.ANNOTATOR, Role.FIELD})
 
@@ -214,7 +202,7 @@ class AssignmentView(MemberView, TemplateView):
         mine = assignment.annotator_id == self.request.user.pk
         return super().get_context_data(
             page=page,
-            playback=_episode_player(page.episode),
+            playback=episode_playback(page.episode),
             assignment=assignment,
             job=assignment.job,
             episode=page.episode,
@@ -334,87 +322,6 @@ class EpisodeMedia(EpisodeMediaAccess):
 # --- the player: the episode's converted recording ---------------------------------------------
 
 
-def _unmappable(episode: Episode) -> str | None:
-    """Why the episode's recording cannot be mapped to its robot's streams (None if it can)."""
-    if episode.embodiment_id is None:
-        return "the episode names no robot, so its recorded streams cannot be mapped"
-    embodiment = Embodiment.objects.prefetch_related("cameras", "action_dimensions").get(
-        pk=episode.embodiment_id
-    )
-    try:
-        stream_map_of(embodiment, fps=episode.dataset.fps if episode.dataset_id else None)
-    except StreamMappingError as exc:
-        return f"{embodiment.name}: {exc}"
-    return None
-
-
-def _last_conversion(recording: Recording) -> Job | None:
-    return (
-        Job.objects.filter(
-            organization_id=recording.organization_id,
-            kind="conversion",
-            task_name=CONVERT_TASK,
-            task_kwargs__recording_id=recording.pk,
-        )
-        .order_by("-created_at")
-        .first()
-    )
-
-
-def _episode_player(
-    episode: Episode, *, request_conversion: bool = False, actor: Any = None
-) -> Playback:
-    """The episode's playback, naming why it will not come rather than "converting" forever;
-    with ``request_conversion``, queue the conversion it waits for (once: not while one for
-    the recording is queued or running, nor again after one failed)."""
-    playback = episode_playback(episode)
-    recording = playback.recording
-    if (
-        playback.status != "converting"
-        or recording is None
-        or recording.status in (Recording.Status.RECEIVED, Recording.Status.VALIDATING)
-    ):
-        return playback
-    problem = _unmappable(episode)
-    if problem:
-        return Playback(
-            "failed", f"The recording cannot be played: {problem}.", recording=recording
-        )
-    with transaction.atomic():
-        if request_conversion:
-            # One request per recording at a time: the page polls, and several may be open.
-            list(Recording.objects.select_for_update().filter(pk=recording.pk).values("pk"))
-        last = _last_conversion(recording)
-        if last is not None and last.status == Job.Status.FAILED:
-            return Playback(
-                "failed",
-                f"The conversion for playback failed: {last.message or 'no reason given'}",
-                recording=recording,
-            )
-        # None yet, or one that made what other settings asked for (the robot changed since).
-        if request_conversion and (last is None or not last.is_active):
-            recording_convert_request(recording=recording, actor=actor)
-    return playback
-
-
-def _joint_names(playback: Playback, episode: Episode) -> list[str]:
-    """The names of the state and action columns, as the conversion wrote them."""
-    if playback.frames_path is not None:
-        try:
-            meta = json.loads((playback.frames_path.parent / "bundle.json").read_text("utf-8"))
-        except (OSError, ValueError):
-            meta = {}
-        if meta.get("state_names"):
-            return [str(n) for n in meta["state_names"]]
-    if episode.embodiment_id is None:
-        return []
-    return list(
-        Embodiment.objects.get(pk=episode.embodiment_id)
-        .action_dimensions.order_by("order", "pk")
-        .values_list("name", flat=True)
-    )
-
-
 def _video_version(path: Path) -> str:
     """Changes when the conversion does (its folder names the content and the settings)."""
     return hashlib.sha256(str(path.parent.parent).encode()).hexdigest()[:12]
@@ -449,7 +356,7 @@ def _playback_payload(playback: Playback, episode: Episode) -> dict[str, Any]:
             }
             for c in playback.cameras
         ]
-        data["joints"] = _joint_names(playback, episode)
+        data["joints"] = playback.joints
         data["traces"] = playback_traces(playback)
     return data
 
@@ -460,7 +367,7 @@ class EpisodePlayback(EpisodeMediaAccess):
 
     def get(self, request: HttpRequest, pk: int) -> JsonResponse:
         episode = get_object_or_404(self.episodes().select_related("dataset"), pk=pk)
-        playback = _episode_player(episode, request_conversion=True, actor=request.user)
+        playback = episode_playback(episode, request_conversion=True, actor=request.user)
         response = JsonResponse(_playback_payload(playback, episode))
         response["Cache-Control"] = "private, no-store"
         return response

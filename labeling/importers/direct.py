@@ -371,6 +371,7 @@ class _CountingFile(io.FileIO):
         self.newlines = 0
         self.quotes = 0
         self.bare_returns = 0  # a carriage return not followed by a line feed
+        self.crlf = 0  # line ends written "\r\n"
         self.nul = False  # the staging path refuses NUL bytes; pyarrow would read them
         self.last = b""
 
@@ -380,9 +381,12 @@ class _CountingFile(io.FileIO):
             self.newlines += data.count(b"\n")
             self.quotes += data.count(b'"')
             if b"\r" in data:  # rare: counting "\r\n" costs more than the others together
-                self.bare_returns += data.count(b"\r") - data.count(b"\r\n")
+                pairs = data.count(b"\r\n")
+                self.crlf += pairs
+                self.bare_returns += data.count(b"\r") - pairs
             if self.last == b"\r" and data.startswith(b"\n"):
                 self.bare_returns -= 1
+                self.crlf += 1
             self.nul = self.nul or b"\x00" in data
             self.last = data[-1:]
         return data
@@ -467,6 +471,9 @@ def file_batches(path: Any, *, ncols: int, delimiter: str) -> Iterator[tuple[pa.
             raise NotDirect("a quoted field is never closed")
         if fh.bare_returns:  # a line end to pyarrow, an error or a value to PostgreSQL
             raise NotDirect("a carriage return without a line feed")
+        if fh.crlf and fh.crlf != fh.newlines:
+            # COPY keeps the first line's end for the whole file; a mix is an error to it.
+            raise NotDirect("line ends mix \\r\\n and \\n")
         unterminated = 0 if fh.last in (b"\n", b"") else 1
         if records + inside - unterminated != fh.newlines:
             raise NotDirect(
