@@ -132,10 +132,14 @@ class TenantQuerySet(models.QuerySet):
             return self._visible_to_operator_member(membership)
         if self.customer_path is None:
             return self.none()
-        return self.filter(**{self.customer_path: membership.organization_id})
+        return self._visible_to_customer_member(membership)
 
     def _visible_to_operator_member(self, membership: Membership) -> TenantQuerySet:
         return self.filter(**{self.operator_path: membership.organization_id})
+
+    def _visible_to_customer_member(self, membership: Membership) -> TenantQuerySet:
+        assert self.customer_path is not None
+        return self.filter(**{self.customer_path: membership.organization_id})
 
 
 class Job(models.Model):

@@ -90,23 +90,41 @@ class Campaign(models.Model):
         return self.name
 
 
-class RoundQuerySet(TenantQuerySet):
+# Statuses from publishing onwards (``round_publish`` moves planned → scheduled): the only
+# rounds a customer may see. Draft and planned rounds are the operator's own work.
+PUBLISHED_STATUSES: tuple[str, ...] = (
+    "scheduled",
+    "collecting",
+    "labelling",
+    "evaluated",
+    "closed",
+)
+
+
+class PublishedToCustomers(TenantQuerySet):
+    """Rows of a round that customers see only once the round is published.
+
+    ``round_status_path`` is the lookup from the row to its round's status.
+    """
+
+    round_status_path: ClassVar[str] = "round__status"
+
+    def _visible_to_customer_member(self, membership: Membership) -> TenantQuerySet:
+        return (
+            super()
+            ._visible_to_customer_member(membership)
+            .filter(**{f"{self.round_status_path}__in": PUBLISHED_STATUSES})
+        )
+
+
+class RoundQuerySet(PublishedToCustomers):
     operator_path = "campaign__organization"
     customer_path = "campaign__customer"
-
-    # Statuses from publishing onwards (``round_publish`` moves planned → scheduled): the
-    # only rounds a customer may see. Draft and planned rounds are the operator's own work.
-    PUBLISHED_STATUSES: ClassVar[tuple[str, ...]] = (
-        "scheduled",
-        "collecting",
-        "labelling",
-        "evaluated",
-        "closed",
-    )
+    round_status_path = "status"
 
     def published(self) -> RoundQuerySet:
         """Rounds whose plan has been published to the field teams, or that went further."""
-        return self.filter(status__in=self.PUBLISHED_STATUSES)
+        return self.filter(status__in=PUBLISHED_STATUSES)
 
 
 class CollectionRound(models.Model):
@@ -200,7 +218,7 @@ class CollectionRound(models.Model):
         return self.status in (self.Status.DRAFT, self.Status.PLANNED)
 
 
-class TargetQuerySet(TenantQuerySet):
+class TargetQuerySet(PublishedToCustomers):
     operator_path = "round__campaign__organization"
     customer_path = "round__campaign__customer"
 
@@ -310,7 +328,7 @@ class TeamUnavailability(models.Model):
         return f"{self.team}: {self.start_date}–{self.end_date}"
 
 
-class TaskQuerySet(TenantQuerySet):
+class TaskQuerySet(PublishedToCustomers):
     operator_path = "round__campaign__organization"
     customer_path = "round__campaign__customer"
 
@@ -376,9 +394,10 @@ class CollectionTask(models.Model):
         return f"{self.site} {when}"
 
 
-class TaskChildQuerySet(TenantQuerySet):
+class TaskChildQuerySet(PublishedToCustomers):
     operator_path = "task__round__campaign__organization"
     customer_path = "task__round__campaign__customer"
+    round_status_path = "task__round__status"
 
 
 class TaskTarget(models.Model):

@@ -337,7 +337,8 @@ class Site(models.Model):
     longitude = models.FloatField(validators=[MinValueValidator(-180), MaxValueValidator(180)])
     timezone = models.CharField(max_length=64, help_text="IANA time zone, e.g. Europe/Amsterdam")
     capacity_episodes_per_day = models.PositiveIntegerField(
-        default=200, help_text="Episodes a team can capture here in one day."
+        default=200,
+        help_text="Episodes the site takes in one day: all teams and rounds together.",
     )
     episode_minutes = models.FloatField(
         default=2.0, help_text="Average minutes per episode including reset."

@@ -423,9 +423,16 @@ def _f(x: Any) -> float | None:
 
 
 def next_round_recommendation(
-    *, campaign: Campaign, budget: float, report: GapReport | None = None, seed: int = 0
+    *,
+    campaign: Campaign,
+    budget: float | None = None,
+    report: GapReport | None = None,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Recommend episodes per cell for the next round from the latest gap report, with economics.
+
+    Without a ``budget`` it recommends for the episodes the campaign has left after its
+    rounds that are under way or done (draft rounds hold nothing yet), and says so.
 
     Returns the recommendation (exploration: an upper-confidence bound on each cell's
     learning-curve amplitude, so thinly evaluated cells get the benefit of the doubt), the
@@ -435,7 +442,26 @@ def next_round_recommendation(
     from analytics.services.gap import gap_report_latest
     from analytics.steering.economics import project_campaign
     from analytics.steering.recommend import CellInput, recommend
+    from campaigns.selectors import campaign_remaining
 
+    budget_note = None
+    if budget is None:
+        drafts = campaign.rounds.filter(status=CollectionRound.Status.DRAFT)
+        left = campaign_remaining(campaign=campaign, exclude=drafts.order_by("-number").first())
+        if left.episodes is None:
+            raise ImpactUnavailable(
+                f"{campaign.name} has no episode budget: give the recommendation a budget."
+            )
+        if left.episodes < 1:
+            raise ImpactUnavailable(
+                f"{campaign.name}'s episode budget is used up by its rounds: raise it or give "
+                "the recommendation a budget."
+            )
+        budget = float(left.episodes)
+        budget_note = (
+            f"Budget: the campaign's remaining {left.episodes:,.0f} of "
+            f"{campaign.budget_episodes:,} episodes after its other rounds."
+        )
     report = report or gap_report_latest(campaign=campaign)
     if report is None:
         raise ImpactUnavailable(f"{campaign.name} has no gap report yet: compute one first.")
@@ -494,6 +520,7 @@ def next_round_recommendation(
     return {
         "report": report.pk,
         "budget": budget,
+        "budget_note": budget_note,
         "spent": rec.spent,
         "exploration": rec.exploration.describe(),
         "before": rec.interventions_per_day_before,
@@ -520,6 +547,7 @@ def next_round_recommendation(
                     "n0": c.train_count,
                     "failure_rate": float(rec.planner_failure_rates[i]),
                     "priority": float(rec.ranking_amplitude[i]),
+                    "episodes": int(rec.episodes[i]),
                     "rationale": next((a.rationale for a in rec.allocations if a.id == c.id), ""),
                 }
                 for i, c in enumerate(cells)
@@ -532,10 +560,20 @@ def next_round_recommendation(
 def round_plan_from_recommendation(
     *, round: CollectionRound, recommendation: dict[str, Any], actor: Any = None, **options: Any
 ) -> CollectionRound:
-    """Plan a round from a recommendation: its cells and valuation go to the planner as they are."""
+    """Plan a round from a recommendation: its per-cell counts become the round's targets.
+
+    The recommender decided how many episodes each cell gets; the planner only places them
+    at sites and in team calendars (within what the campaign has left) and says, per cell,
+    what it could not place and why — it does not re-decide the counts with another
+    allocator.
+    """
     from campaigns.services.plan import PlanCell, PlanRequest, round_plan
 
     planner = recommendation["planner"]
+    counts = {
+        tuple(sorted(a["value_ids"])): int(a["episodes"])
+        for a in recommendation.get("allocations", [])
+    }
     request = PlanRequest(
         cells=[
             PlanCell(
@@ -546,6 +584,7 @@ def round_plan_from_recommendation(
                 failure_rate=c["failure_rate"],
                 priority=c["priority"],
                 rationale=c["rationale"],
+                episodes=int(c.get("episodes", counts.get(tuple(sorted(c["value_ids"])), 0))),
             )
             for c in planner["cells"]
         ],
@@ -553,9 +592,12 @@ def round_plan_from_recommendation(
         b=planner["b"],
         source=f"recommendation from gap report #{recommendation['report']} (exploration: {recommendation['exploration']})",
         interventions_before=recommendation["before"],
-        budget_episodes=int(recommendation["budget"]),
         extra={
-            "recommendation": {"before": recommendation["before"], "after": recommendation["after"]}
+            "recommendation": {
+                "before": recommendation["before"],
+                "after": recommendation["after"],
+                "episodes": sum(counts.values()),
+            }
         },
         **options,
     )

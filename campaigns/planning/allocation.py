@@ -20,131 +20,42 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from campaigns.planning.allocation_greedy import SLACK, GreedyState, best_greedy, max_episodes
 from campaigns.planning.allocation_report import describe_infeasible_pair, explain_shortfall, fmt
+from campaigns.planning.allocation_types import (
+    Allocation,
+    AllocationResult,
+    Budget,
+    BudgetUse,
+    CellSpec,
+    LockedItem,
+    SiteSpec,
+    UnplacedDemand,
+)
 from campaigns.planning.errors import PlanInfeasible
 from campaigns.planning.feasibility import feasibility_matrix
 from campaigns.planning.gain import FloatArray, gain
 from campaigns.planning.relaxation import DualProblem, solve_dual
 
+__all__ = [
+    "Allocation",
+    "AllocationResult",
+    "Budget",
+    "BudgetUse",
+    "CellSpec",
+    "LockedItem",
+    "SiteSpec",
+    "UnplacedDemand",
+    "allocate",
+]
+
 _INF = math.inf
 # Budget rows are normalised by what is left, but never by less than this, so a crumb
 # of budget cannot overflow the prices (dividing by more only loosens the relaxation).
 _NORM_FLOOR = 1e-12
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """A condition cell: its value ids and the numbers the gap engine gives for it.
-
-    ``weight`` is ``cycles_per_day * p(c)``; ``n0`` the current (transfer-weighted)
-    training count; ``failure_rate`` the cell's current failure rate ``r_c``.
-    """
-
-    key: str
-    value_ids: tuple[int, ...]
-    weight: float
-    n0: float
-    failure_rate: float
-
-
-@dataclass(frozen=True)
-class SiteSpec:
-    """A collection site: present condition values, capacity and per-episode/visit costs.
-
-    ``capacity_episodes`` is over the whole horizon (``None``: unlimited).
-    ``stageable_values`` replaces the global stageable set for this site when given.
-    """
-
-    key: str
-    present_values: frozenset[int]
-    capacity_episodes: int | None
-    hours_per_episode: float
-    cost_per_episode: float = 0.0
-    setup_hours_per_visit: float = 0.0
-    cost_per_visit: float = 0.0
-    stageable_values: frozenset[int] | None = None
-
-
-@dataclass(frozen=True)
-class Budget:
-    """Round budgets; ``None`` means unlimited."""
-
-    episodes: int | None = None
-    hours: float | None = None
-    money: float | None = None
-
-
-@dataclass(frozen=True)
-class LockedItem:
-    """A (cell, site, episodes) triple the re-solve must keep exactly as it is."""
-
-    cell: int
-    site: int
-    episodes: int
-
-
-@dataclass(frozen=True)
-class Allocation:
-    """Episodes of one cell at one site; ``gain`` is its pro-rata share of the cell's gain."""
-
-    cell: int
-    site: int
-    episodes: int
-    gain: float
-    locked: bool = False
-
-
-@dataclass(frozen=True)
-class BudgetUse:
-    """Resources a plan uses (setup included)."""
-
-    episodes: int
-    hours: float
-    money: float
-
-
-@dataclass(frozen=True)
-class UnplacedDemand:
-    """Episodes the budget alone would buy for some cells but the plan could not place.
-
-    ``reason`` is one of ``no_feasible_site``, ``site_capacity``, ``budget``,
-    ``outweighed``; ``message`` says it for a person, e.g.
-    ``"no site can stage 'wet floor'; 320 episodes unplaced"``.
-    """
-
-    reason: str
-    message: str
-    episodes: int
-    cells: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class AllocationResult:
-    """A plan, its value, how far it can be from optimal, and what limits it.
-
-    ``objective`` and ``upper_bound`` are interventions per day avoided; ``gap`` is
-    ``(upper_bound - objective) / upper_bound`` (0 when the bound is 0). ``wanted`` is per
-    cell what a budget-only allocation (any site presents any cell, no capacities) would
-    give; ``unplaced`` explains the shortfall against it.
-    """
-
-    allocations: list[Allocation]
-    cell_totals: list[int]
-    cell_gains: list[float]
-    objective: float
-    upper_bound: float
-    gap: float
-    budget_use: BudgetUse
-    wanted: list[int]
-    unplaced: list[UnplacedDemand]
-    binding_constraints: list[str]
-    solve_seconds: float = 0.0
-    stats: dict[str, float] = field(default_factory=dict)
 
 
 def allocate(
@@ -291,7 +202,8 @@ def _initial_state(
     stageable: Collection[int],
     min_batch: int,
 ) -> GreedyState:
-    """Charge the locked items; raise PlanInfeasible naming what they break."""
+    """Charge the locked items; raise PlanInfeasible naming the budget, site capacity or
+    site feasibility they break (a locked item below the minimum batch is kept as it is)."""
     total = [0.0] * len(cells)
     used_cap = [0] * len(sites)
     hours = money = 0.0
@@ -305,10 +217,8 @@ def _initial_state(
         if (item.cell, item.site) in seen:
             raise PlanInfeasible(f"{where} is locked twice; lock each pair once")
         seen.add((item.cell, item.site))
-        if item.episodes < min_batch:
-            raise PlanInfeasible(
-                f"{where}: {item.episodes} episodes is below the minimum batch of {min_batch}"
-            )
+        # No minimum batch here: a locked item is the manager's decision, kept as it is (the
+        # planner's own placements are whole batches by construction).
         if not feasible[item.cell, item.site]:
             reason = describe_infeasible_pair(cell, site, labels, stageable)
             raise PlanInfeasible(f"{where}: {reason}")

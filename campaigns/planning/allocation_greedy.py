@@ -11,15 +11,12 @@ import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from campaigns.planning.allocation_types import SiteSpec
 from campaigns.planning.gain import FloatArray, gain
 from campaigns.planning.relaxation import DualProblem
-
-if TYPE_CHECKING:
-    from campaigns.planning.allocation import SiteSpec
 
 _INF = math.inf
 

@@ -12,23 +12,20 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from campaigns.planning.allocation_types import (
+    Allocation,
+    Budget,
+    BudgetUse,
+    CellSpec,
+    SiteSpec,
+    UnplacedDemand,
+)
 from campaigns.planning.feasibility import explain_no_site, offering_sites
 from campaigns.planning.gain import FloatArray
 from campaigns.planning.relaxation import DualProblem, solve_dual
-
-if TYPE_CHECKING:
-    from campaigns.planning.allocation import (
-        Allocation,
-        Budget,
-        BudgetUse,
-        CellSpec,
-        SiteSpec,
-        UnplacedDemand,
-    )
 
 # A budget or capacity counts as binding when less than this share of it is left.
 _BINDING_SHARE = 0.01
@@ -165,8 +162,6 @@ def explain_shortfall(
     use: BudgetUse,
 ) -> tuple[list[int], list[UnplacedDemand], list[str]]:
     """Return (wanted per cell, unplaced demand grouped by cause, binding constraints)."""
-    from campaigns.planning.allocation import BudgetUse, UnplacedDemand
-
     locked = [a for a in allocations if a.locked]
     locked_use = BudgetUse(
         episodes=sum(a.episodes for a in locked),

@@ -38,22 +38,26 @@ def validate_schedule(
     Checks: windows in site local time (and UTC agreeing with it), closed dates, horizon,
     embodiment, team availability, hours per day (work + same-day travel), travel per day,
     travel distance and time from the previous site or home, no team in two places at once
-    (travel included), hours per task, and locked placements kept.
+    (travel included), hours per task, locked placements kept, and per site and local date
+    work minutes placed plus ``minutes_used`` within ``minutes_per_day``.
     """
     problems: list[str] = []
     task_by_key = {t.key: t for t in tasks}
     team_by_key = {t.key: t for t in teams}
     end = start + timedelta(days=days)
     by_team: dict[str, list[Placement]] = defaultdict(list)
+    site_hours: dict[tuple[int, date], float] = defaultdict(float)
     for p in result.placements:
         task, team = task_by_key.get(p.task), team_by_key.get(p.team)
         if task is None or team is None:
             problems.append(f"{p.task}: unknown task or team {p.team!r}")
             continue
         by_team[p.team].append(p)
+        site_hours[task.site, p.date] += p.hours
         problems += _check_placement(p, task, team, sites[task.site], start, end)
     for team_key, placements in by_team.items():
         problems += _check_team(team_by_key[team_key], placements, sites, start)
+    problems += _check_site_days(site_hours, sites)
     problems += _check_tasks(result, tasks)
     return problems
 
@@ -152,6 +156,23 @@ def _check_team(
             out.append(f"team {team.key} travels {day_travel[day]:.2f} h on {day}")
     for day in sorted(travel_dates & set(day_load)):
         out.append(f"team {team.key} both travels and works on {day}")
+    return out
+
+
+def _check_site_days(
+    site_hours: dict[tuple[int, date], float], sites: Sequence[ScheduleSite]
+) -> list[str]:
+    out = []
+    for (s, day), hours in sorted(site_hours.items()):
+        site = sites[s]
+        if site.minutes_per_day is None:
+            continue
+        used = site.minutes_used.get(day, 0)
+        if hours + used / 60 > site.minutes_per_day / 60 + _EPS_H:
+            out.append(
+                f"site {site.key} takes {hours * 60:.0f} work minutes on {day} with {used} "
+                f"already used, over its {site.minutes_per_day} per day"
+            )
     return out
 
 

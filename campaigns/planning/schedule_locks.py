@@ -3,7 +3,8 @@
 A locked visit pins (team, site-local date, start time). It runs from its start to the
 earlier of its window's end, the team's day and the task's hours, and reserves its day; any
 remaining hours of its task continue right after it with the same team. Travel to it is
-fixed last, from wherever the team ends up before it.
+fixed last, from wherever the team ends up before it. Locked visits are charged to their
+site's daily capacity before any other work is placed.
 """
 
 from __future__ import annotations
@@ -12,27 +13,22 @@ from collections import defaultdict
 from dataclasses import replace
 from datetime import timedelta
 from itertools import pairwise
-from typing import TYPE_CHECKING
 
 from campaigns.planning.errors import PlanInfeasible
-
-if TYPE_CHECKING:
-    from campaigns.planning.scheduling import _Planner, _Stretch, _Visit, _Where
+from campaigns.planning.schedule_state import Planner, Stretch, Visit, Where
 
 
-def lock_stretches(planner: _Planner) -> list[_Stretch]:
+def lock_stretches(planner: Planner) -> list[Stretch]:
     """Validate locked placements; return every team's calendar stretches, in order.
 
     Raises PlanInfeasible naming the locked task and the constraint it breaks.
     """
-    from campaigns.planning.scheduling import _Stretch, _Where
-
-    by_team: dict[int, list[_Visit]] = defaultdict(list)
+    by_team: dict[int, list[Visit]] = defaultdict(list)
     for i, task in enumerate(planner.tasks):
         if task.locked is not None:
             team_no, visit = _locked_visit(planner, i)
             by_team[team_no].append(visit)
-    stretches: list[_Stretch] = []
+    stretches: list[Stretch] = []
     continuations: list[tuple[int, int]] = []
     for team_no, team in enumerate(planner.teams):
         locks = sorted(by_team[team_no], key=lambda v: v.start)
@@ -42,7 +38,7 @@ def lock_stretches(planner: _Planner) -> list[_Stretch]:
                     f"team {team.key!r} has two locked visits on "
                     f"{planner.cal.start + timedelta(days=first.day)}"
                 )
-        where = _Where(team.home_lat, team.home_lon, None, 0, -1, 0, 0)
+        where = Where(team.home_lat, team.home_lon, None, 0, -1, 0, 0)
         day_cap = round(team.hours_per_day * 60)
         for lock in locks:
             if not _reachable(planner, team_no, where, lock):
@@ -53,28 +49,30 @@ def lock_stretches(planner: _Planner) -> list[_Stretch]:
                     f"{planner.cal.start + timedelta(days=lock.day)} from its home base or "
                     "previous locked visit"
                 )
-            stretches.append(_Stretch(team_no, where, lock))
+            stretches.append(Stretch(team_no, where, lock))
             s = planner.sites[lock.site]
             # The locked visit reserves its day: the next stretch starts the day after.
-            where = _Where(s.lat, s.lon, lock.site, lock.end, lock.day, day_cap, day_cap)
+            where = Where(s.lat, s.lon, lock.site, lock.end, lock.day, day_cap, day_cap)
             if planner.placed[lock.task] < planner.need[lock.task]:
                 continuations.append((lock.task, len(stretches)))
-        stretches.append(_Stretch(team_no, where, None))
+        stretches.append(Stretch(team_no, where, None))
     for task_no, index in continuations:
         st = stretches[index]
         visits, end = planner.simulate(st, task_no)
         st.visits.extend(visits)
         st.where = end
         planner.placed[task_no] += sum(v.end - v.start for v in visits)
+        planner.book(visits)
         if planner.placed[task_no] < planner.need[task_no]:
-            planner.reasons[task_no] = "team hours exhausted"
+            planner.reasons[task_no] = planner.shortfall_reason(task_no)
     return stretches
 
 
-def _locked_visit(planner: _Planner, task_no: int) -> tuple[int, _Visit]:
-    """Return (team index, visit) of a task's locked placement, validating it."""
-    from campaigns.planning.scheduling import _Visit
+def _locked_visit(planner: Planner, task_no: int) -> tuple[int, Visit]:
+    """Return (team index, visit) of a task's locked placement, validating it; book it.
 
+    Raises PlanInfeasible naming the constraint the lock breaks.
+    """
     task = planner.tasks[task_no]
     lp = task.locked
     assert lp is not None
@@ -102,11 +100,19 @@ def _locked_visit(planner: _Planner, task_no: int) -> tuple[int, _Visit]:
             "windows (local time)"
         )
     work = min(planner.need[task_no], span[1] - begin, round(team.hours_per_day * 60))
+    left = planner.room(task.site, day)
+    if work > left:
+        raise PlanInfeasible(
+            f"site {site.key!r} has {left} of {site.minutes_per_day} work minutes left on "
+            f"{lp.date}; locked task {task.key!r} needs {work}"
+        )
+    visit = Visit(task_no, task.site, day, begin, begin + work, 0, 0.0, 0, True)
     planner.placed[task_no] += work
-    return team_no, _Visit(task_no, task.site, day, begin, begin + work, 0, 0.0, 0, True)
+    planner.book([visit])
+    return team_no, visit
 
 
-def _reachable(planner: _Planner, team_no: int, where: _Where, lock: _Visit) -> bool:
+def _reachable(planner: Planner, team_no: int, where: Where, lock: Visit) -> bool:
     """Return whether a team at ``where`` can be at a locked visit in time."""
     minutes, _ = planner.travel(team_no, where, lock.site)
     if minutes == 0:
@@ -119,7 +125,7 @@ def _reachable(planner: _Planner, team_no: int, where: _Where, lock: _Visit) -> 
     return planner.travel_days(team_no, minutes, first, lock.day) is not None
 
 
-def finalise_locks(planner: _Planner) -> None:
+def finalise_locks(planner: Planner) -> None:
     """Route each team to its locked visits from where it ends up; add them to the plan.
 
     Raises PlanInfeasible if a lock became unreachable (the scheduler prevents this).

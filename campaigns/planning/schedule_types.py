@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import date, datetime, time
+from types import MappingProxyType
 
 
 @dataclass(frozen=True)
@@ -24,9 +26,20 @@ class AccessWindow:
             raise ValueError(f"window must start before it ends, got {self.start}-{self.end}")
 
 
+def _no_minutes_used() -> Mapping[date, int]:
+    return MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class ScheduleSite:
-    """Where tasks happen: position, IANA time zone, weekly windows, closed dates."""
+    """Where tasks happen: position, IANA time zone, weekly windows, closed dates, capacity.
+
+    ``minutes_per_day`` is the most work minutes, across all teams, the site takes on one
+    local date (``None``: unlimited); ``minutes_used`` the work minutes other rounds already
+    hold there per local date (stored as a read-only copy; left out of the hash).
+
+    Raises ValueError if ``minutes_per_day`` or a ``minutes_used`` value is negative.
+    """
 
     key: str
     lat: float
@@ -34,6 +47,24 @@ class ScheduleSite:
     tz: str
     windows: tuple[AccessWindow, ...]
     closed_dates: frozenset[date] = frozenset()
+    minutes_per_day: int | None = None
+    minutes_used: Mapping[date, int] = field(default_factory=_no_minutes_used, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.minutes_per_day is not None and self.minutes_per_day < 0:
+            raise ValueError(
+                f"site {self.key!r}: minutes_per_day must be >= 0, got {self.minutes_per_day}"
+            )
+        if any(m < 0 for m in self.minutes_used.values()):
+            raise ValueError(f"site {self.key!r}: minutes_used must be >= 0 on every date")
+        # A frozen site must not change when the caller's dict does.
+        object.__setattr__(self, "minutes_used", MappingProxyType(dict(self.minutes_used)))
+
+    def minutes_left(self, day: date) -> int | None:
+        """Return the work minutes the site still takes on a local date (None: unlimited)."""
+        if self.minutes_per_day is None:
+            return None
+        return max(self.minutes_per_day - self.minutes_used.get(day, 0), 0)
 
 
 @dataclass(frozen=True)

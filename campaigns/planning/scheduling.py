@@ -10,20 +10,22 @@ Method: tasks in order of due date, then priority, each go to the team (and free
 its calendar) that finishes them earliest, travel counted twice so nearby teams win ties;
 a team's calendar is filled in time order, so its location is always known. Locked visits
 cut a team's calendar into stretches; work is appended to a stretch only if the team can
-still reach the next locked visit. All times are whole minutes; deterministic.
+still reach the next locked visit. A site takes at most its ``minutes_per_day`` of work
+per local date across all teams, less what other rounds hold there (``minutes_used``);
+only committed visits use it. All times are whole minutes; deterministic.
 """
 
 from __future__ import annotations
 
 import math
 import time as clock
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, time, timedelta
-from zoneinfo import ZoneInfo
+from collections.abc import Mapping, Sequence
+from datetime import date, timedelta
 
 from campaigns.planning.geo import haversine_km
 from campaigns.planning.schedule_check import validate_schedule
+from campaigns.planning.schedule_locks import finalise_locks, lock_stretches
+from campaigns.planning.schedule_state import Calendar, Stretch, Visit, Where
 from campaigns.planning.schedule_types import (
     AccessWindow,
     LockedPlacement,
@@ -51,72 +53,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class _Visit:
-    task: int
-    site: int
-    day: int
-    start: int
-    end: int
-    travel: int
-    km: float
-    travel_days: int
-    locked: bool = False
-
-
-@dataclass(frozen=True)
-class _Where:
-    """Append point of a calendar stretch: place, free-from minute, last day and its use."""
-
-    lat: float
-    lon: float
-    site: int | None
-    free_at: int
-    day: int
-    used: int
-    travelled: int
-
-
-@dataclass
-class _Stretch:
-    team: int
-    where: _Where
-    lock: _Visit | None
-    visits: list[_Visit] = field(default_factory=list)
-
-
-class _Calendar:
-    """Site windows per horizon day as UTC minutes since an epoch two days before start."""
-
-    def __init__(self, sites: Sequence[ScheduleSite], start: date, days: int) -> None:
-        self.start, self.days = start, days
-        self.epoch = datetime.combine(start - timedelta(days=2), time(0), tzinfo=UTC)
-        self.zones = [ZoneInfo(s.tz) for s in sites]
-        self.windows: list[list[list[tuple[int, int]]]] = []
-        for site, zone in zip(sites, self.zones, strict=True):
-            per_day = []
-            for d in range(days):
-                local = start + timedelta(days=d)
-                spans = []
-                if local not in site.closed_dates:
-                    for w in site.windows:
-                        if w.weekday == local.weekday():
-                            spans.append(
-                                (self.minute(local, w.start, zone), self.minute(local, w.end, zone))
-                            )
-                per_day.append(sorted(spans))
-            self.windows.append(per_day)
-
-    def minute(self, day: date, at: time, zone: ZoneInfo) -> int:
-        """Return the UTC minute of a local wall-clock time."""
-        instant = datetime.combine(day, at, tzinfo=zone).astimezone(UTC)
-        return int((instant - self.epoch).total_seconds() // 60)
-
-    def utc(self, minute: int) -> datetime:
-        return self.epoch + timedelta(minutes=minute)
-
-    def day_of(self, d: date) -> int:
-        return (d - self.start).days
+# Room of a site without a daily cap: more minutes than any horizon holds.
+_NO_LIMIT = 10**9
 
 
 def schedule(
@@ -132,10 +70,11 @@ def schedule(
 
     Raises PlanInfeasible when a locked placement breaks a hard constraint (team cannot
     operate the embodiment, date outside the horizon or unavailable, no window at that
-    time, or the team cannot travel between its locked visits); ValueError on bad input.
+    time, the team cannot travel between its locked visits, or the site has fewer work
+    minutes left that day than the locked visit needs); ValueError on bad input.
     """
     started = clock.perf_counter()
-    planner = _Planner(tasks, sites, teams, _Calendar(sites, start, days), min_visit_hours)
+    planner = _Planner(tasks, sites, teams, Calendar(sites, start, days), min_visit_hours)
     planner.run()
     return planner.result(clock.perf_counter() - started)
 
@@ -146,7 +85,7 @@ class _Planner:
         tasks: Sequence[Task],
         sites: Sequence[ScheduleSite],
         teams: Sequence[Team],
-        cal: _Calendar,
+        cal: Calendar,
         min_visit_hours: float,
     ) -> None:
         self.tasks, self.sites, self.teams, self.cal = tasks, sites, teams, cal
@@ -156,6 +95,12 @@ class _Planner:
         self.reasons: dict[int, str] = {}
         self.off = [{cal.day_of(d) for d in t.unavailable_dates} for t in teams]
         self.team_index = {t.key: i for i, t in enumerate(teams)}
+        self.capped = [s.minutes_per_day is not None for s in sites]
+        dates = [cal.start + timedelta(days=d) for d in range(cal.days)]
+        # Work minutes each site still takes per horizon day; only committed visits use them.
+        self.left = [
+            [_NO_LIMIT if (m := s.minutes_left(d)) is None else m for d in dates] for s in sites
+        ]
         for task in tasks:
             if not 0 <= task.site < len(sites):
                 raise ValueError(f"task {task.key!r} refers to unknown site {task.site}")
@@ -164,10 +109,10 @@ class _Planner:
         for team in teams:
             if team.speed_kmh <= 0 or team.hours_per_day <= 0:
                 raise ValueError(f"team {team.key!r}: speed and hours per day must be > 0")
-        self.stretches = self._lock_stretches()
+        self.stretches = lock_stretches(self)
 
     # -- travel ------------------------------------------------------------------------
-    def travel(self, team: int, where: _Where, site: int) -> tuple[int, float]:
+    def travel(self, team: int, where: Where, site: int) -> tuple[int, float]:
         """Return (minutes, km) from a stretch's append point to a site."""
         if where.site == site:
             return 0, 0.0
@@ -187,13 +132,30 @@ class _Planner:
         return k
 
     def same_day_ok(self, team: int, minutes: int, used: int, travelled: int, work: int) -> bool:
+        """Return whether travel and work fit in a team's day after what it already did."""
         t = self.teams[team]
         cap = round(t.travel_cap_hours * 60)
         return travelled + minutes <= cap and used + minutes + work <= round(t.hours_per_day * 60)
 
+    # -- site capacity -----------------------------------------------------------------
+    def room(self, site: int, day: int, taken: Mapping[int, int] | None = None) -> int:
+        """Return the work minutes a site still takes on a day, less ``taken[day]``."""
+        return self.left[site][day] - (taken.get(day, 0) if taken else 0)
+
+    def book(self, visits: Sequence[Visit]) -> None:
+        """Charge committed visits to their sites' daily capacity."""
+        for v in visits:
+            if self.capped[v.site]:
+                self.left[v.site][v.day] -= v.end - v.start
+
     # -- placing -----------------------------------------------------------------------
-    def next_visit(self, st: _Stretch, where: _Where, task: int, remaining: int) -> _Visit | None:
-        """Return the earliest visit of a task appended at ``where``, or None."""
+    def next_visit(
+        self, st: Stretch, where: Where, task: int, remaining: int, taken: Mapping[int, int]
+    ) -> Visit | None:
+        """Return the earliest visit of a task appended at ``where``, or None.
+
+        ``taken`` holds per day the site minutes of visits simulated but not yet committed.
+        """
         team, site = st.team, self.tasks[task].site
         day_cap = round(self.teams[team].hours_per_day * 60)
         minutes, km = self.travel(team, where, site)
@@ -203,6 +165,9 @@ class _Planner:
         for day in range(max(where.day, 0), last_day + 1):
             spans = self.cal.windows[site][day]
             if day in self.off[team] or not spans:
+                continue
+            room = self.room(site, day, taken)
+            if room < need:
                 continue
             same = day == where.day
             used = where.used if same else 0
@@ -216,18 +181,18 @@ class _Planner:
             for begin, finish in spans:
                 arrive = where.free_at + (minutes if k == 0 else 0)
                 s = max(begin, arrive)
-                work = min(remaining, finish - s, day_cap - used - (minutes if k == 0 else 0))
+                work = min(remaining, finish - s, day_cap - used - (minutes if k == 0 else 0), room)
                 if work < need:
                     continue
-                visit = _Visit(task, site, day, s, s + work, minutes, km, k)
+                visit = Visit(task, site, day, s, s + work, minutes, km, k)
                 if st.lock is not None and not self.reaches(team, visit, st.lock):
                     return None  # later days are only closer to the lock
                 return visit
         return None
 
-    def reaches(self, team: int, visit: _Visit, lock: _Visit) -> bool:
+    def reaches(self, team: int, visit: Visit, lock: Visit) -> bool:
         """Return whether the team can get from a visit to its next locked visit."""
-        here = _Where(
+        here = Where(
             self.sites[visit.site].lat,
             self.sites[visit.site].lon,
             visit.site,
@@ -244,11 +209,11 @@ class _Planner:
             return True
         return self.travel_days(team, minutes, visit.day + 1, lock.day) is not None
 
-    def after(self, team: int, where: _Where, visit: _Visit) -> _Where:
+    def after(self, team: int, where: Where, visit: Visit) -> Where:
         s = self.sites[visit.site]
         same = visit.day == where.day and visit.travel_days == 0
         travel_today = visit.travel if visit.travel_days == 0 else 0
-        return _Where(
+        return Where(
             s.lat,
             s.lon,
             visit.site,
@@ -258,16 +223,18 @@ class _Planner:
             (where.travelled if same else 0) + travel_today,
         )
 
-    def simulate(self, st: _Stretch, task: int) -> tuple[list[_Visit], _Where]:
+    def simulate(self, st: Stretch, task: int) -> tuple[list[Visit], Where]:
         """Return the visits a task would get appended to a stretch, and the new end."""
         where, visits = st.where, []
         remaining = self.need[task] - self.placed[task]
+        taken: dict[int, int] = {}
         while remaining > 0:
-            visit = self.next_visit(st, where, task, remaining)
+            visit = self.next_visit(st, where, task, remaining, taken)
             if visit is None:
                 break
             visits.append(visit)
             remaining -= visit.end - visit.start
+            taken[visit.day] = taken.get(visit.day, 0) + visit.end - visit.start
             where = self.after(st.team, where, visit)
         return visits, where
 
@@ -293,7 +260,7 @@ class _Planner:
             if st is not None:
                 self._fill_day(st, same_site[self.tasks[i].site], done)
 
-    def _assign(self, i: int) -> _Stretch | None:
+    def _assign(self, i: int) -> Stretch | None:
         """Give task ``i`` to the stretch that finishes it earliest; return that stretch."""
         task = self.tasks[i]
         if self.need[i] == 0:
@@ -307,7 +274,7 @@ class _Planner:
         if not any(self.cal.windows[task.site]):
             self.reasons[i] = "no access window within horizon"
             return None
-        best: tuple[tuple[int, int, int], _Stretch, list[_Visit], _Where] | None = None
+        best: tuple[tuple[int, int, int], Stretch, list[Visit], Where] | None = None
         for st in capable:
             visits, end = self.simulate(st, i)
             if not visits:
@@ -318,13 +285,13 @@ class _Planner:
             if best is None or score < best[0]:
                 best = (score, st, visits, end)
         if best is None:
-            self.reasons[i] = self._why_not(i)
+            self.reasons[i] = self.shortfall_reason(i)
             return None
         _, st, visits, end = best
         self._commit(i, st, visits, end)
         return st
 
-    def _fill_day(self, st: _Stretch, same_site: list[int], done: set[int]) -> None:
+    def _fill_day(self, st: Stretch, same_site: list[int], done: set[int]) -> None:
         """Chain further tasks at the site the team is at, while they start that same day."""
         team = self.teams[st.team]
         for j in same_site:
@@ -335,32 +302,35 @@ class _Planner:
                 done.add(j)
                 self._commit(j, st, visits, end)
 
-    def _commit(self, i: int, st: _Stretch, visits: list[_Visit], end: _Where) -> None:
+    def _commit(self, i: int, st: Stretch, visits: list[Visit], end: Where) -> None:
         st.visits.extend(visits)
         st.where = end
         self.placed[i] += sum(v.end - v.start for v in visits)
+        self.book(visits)
         if self.placed[i] < self.need[i]:
-            self.reasons[i] = "team hours exhausted"
+            self.reasons[i] = self.shortfall_reason(i)
 
-    def _why_not(self, task: int) -> str:
+    def shortfall_reason(self, task: int) -> str:
+        """Say why a task is (partly) unplaced once no stretch takes more of it.
+
+        Capacity is named only when every open day some capable team has is full.
+        """
         t = self.tasks[task]
-        open_days = [d for d in range(self.cal.days) if self.cal.windows[t.site][d]]
         capable = [i for i, team in enumerate(self.teams) if t.embodiment in team.embodiments]
-        if all(all(d in self.off[i] for d in open_days) for i in capable):
+        days = [
+            d
+            for d in range(self.cal.days)
+            if self.cal.windows[t.site][d] and any(d not in self.off[i] for i in capable)
+        ]
+        if not days:
             return "no capable team is available on the site's open days"
+        need = min(self.need[task] - self.placed[task], self.min_visit)
+        if all(self.room(t.site, d) < need for d in days):
+            return "site capacity full on its open days"
         return "team hours exhausted"
-
-    # -- locks -------------------------------------------------------------------------
-    def _lock_stretches(self) -> list[_Stretch]:
-        """Validate locked visits and cut each team's calendar into stretches between them."""
-        from campaigns.planning.schedule_locks import lock_stretches
-
-        return lock_stretches(self)
 
     # -- output ------------------------------------------------------------------------
     def result(self, seconds: float) -> ScheduleResult:
-        from campaigns.planning.schedule_locks import finalise_locks
-
         finalise_locks(self)
         placements: list[Placement] = []
         totals: list[TeamTotals] = []

@@ -2,59 +2,61 @@
 
 This module is fed plain numbers per condition cell (``PlanCell``) and knows nothing of how
 they were estimated: analytics turns a gap report (or a steering recommendation) into them.
-Re-planning keeps what the manager locked: locked targets keep their episodes (placement may
-move), locked tasks keep their team, day and episodes; removed targets stay out.
+A plan is built in named steps — inputs, fixed items (locks and counts decided upstream),
+allocation, schedule and tasks in memory — then checked by the one feasibility checker
+(:mod:`campaigns.planning.plan_check`) against every other round, and stored only if it
+breaks nothing. Re-planning keeps what the manager locked exactly: locked tasks keep their
+team, time and episodes; locked targets are planned at their count or the plan says which
+constraint prevents it and by how much; removed targets stay out.
 """
 
 from __future__ import annotations
 
-import math
-from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
-from zoneinfo import ZoneInfo
 
+import numpy as np
 from django.db import transaction
-from django.db.models import Avg
 from django.utils import timezone
 
+from accounts.models import AuditEvent
 from accounts.services import audit_record
-from campaigns.models import (
-    CaptureTarget,
-    CollectionRound,
-    CollectionTask,
-    FieldTeam,
-    ProtocolStep,
-    TaskTarget,
-)
-from campaigns.planning import protocol as proto
-from campaigns.planning.allocation import Budget, CellSpec, LockedItem, SiteSpec, allocate
+from campaigns.models import CaptureTarget, CollectionRound, CollectionTask
+from campaigns.planning.allocation import AllocationResult, Budget, CellSpec, SiteSpec, allocate
 from campaigns.planning.errors import PlanInfeasible
-from campaigns.planning.schedule_types import (
-    AccessWindow as WindowSpec,
+from campaigns.planning.gain import gain
+from campaigns.planning.plan_check import Amounts, Violation, check_plan, describe
+from campaigns.planning.repair import solve_until_placed
+from campaigns.selectors import (
+    DEFAULT_MIN_BATCH,
+    PlanWorld,
+    check_tasks,
+    plan_world,
+    round_check_input,
 )
-from campaigns.planning.schedule_types import (
-    LockedPlacement,
-    ScheduleSite,
+from campaigns.services.plan_steps import (
+    Draft,
+    FixedItems,
+    PlanInputs,
+    draft_check_tasks,
+    fixed_items,
+    in_words,
+    plan_draft,
+    plan_store,
+    site_specs,
 )
-from campaigns.planning.schedule_types import (
-    Task as ScheduleTask,
-)
-from campaigns.planning.schedule_types import (
-    Team as ScheduleTeam,
-)
-from campaigns.planning.scheduling import schedule
 from campaigns.services.rounds import round_transition
 from sites.models import ConditionValue, Site
-from sites.services import condition_sets_intern
 
 __all__ = [
     "PlanCell",
     "PlanInfeasible",
     "PlanInputInvalid",
+    "PlanRefused",
     "PlanRequest",
+    "RoundNotEditable",
     "plan_today",
     "round_plan",
 ]
@@ -62,7 +64,11 @@ __all__ = [
 
 @dataclass(frozen=True)
 class PlanCell:
-    """One condition cell as the planner sees it: plain numbers and a rationale."""
+    """One condition cell as the planner sees it: plain numbers and a rationale.
+
+    ``episodes`` is a count decided upstream (a recommendation): the planner places it at
+    sites instead of deciding the count again, and says why where it cannot.
+    """
 
     value_ids: tuple[int, ...]
     label: str
@@ -71,6 +77,7 @@ class PlanCell:
     failure_rate: float
     priority: float = 0.0
     rationale: str = ""
+    episodes: int | None = None
 
 
 @dataclass
@@ -85,7 +92,7 @@ class PlanRequest:
     budget_money: float | None = None
     start: date | None = None
     days: int | None = None
-    min_batch: int = 20
+    min_batch: int = DEFAULT_MIN_BATCH
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -97,77 +104,378 @@ class PlanInputInvalid(PlanInfeasible):
     """The plan's inputs are refused before anything is solved or stored (names the field)."""
 
 
+class PlanRefused(PlanInfeasible):
+    """The plan (or a change to it) breaks a rule of the feasibility checker; nothing stored."""
+
+    def __init__(self, message: str, violations: list[Violation]) -> None:
+        super().__init__(message)
+        self.violations = violations
+
+
 def plan_today() -> date:
     """The first day a plan may schedule: today in the site-wide time zone (``TIME_ZONE``),
     the same "today" the field app and the calendars use."""
     return timezone.localdate()
 
 
-def _checked_inputs(round: CollectionRound, request: PlanRequest) -> tuple[date, int, Budget]:
-    """Validate the request against the round before any write: (start, days, budget).
+_BUDGETS = (
+    ("budget_episodes", "episodes", "episodes"),
+    ("budget_hours", "hours", "field hours"),
+    ("budget_money", "money", "in money"),
+)
 
-    Raises PlanInputInvalid naming the field: budgets must be more than 0 where they apply,
-    days at least 1, and the start not before today.
+
+def _show(value: float) -> str:
+    return f"{value:,.0f}" if abs(value - round(value)) < 0.05 else f"{value:,.1f}"
+
+
+def _others(world: PlanWorld, name: str) -> str:
+    held = [
+        f"round {r} {_show(getattr(a, name) or 0.0)}"
+        for r, a in sorted(world.other_use.items())
+        if (getattr(a, name) or 0.0) > 0
+    ]
+    return f" ({', '.join(held)})" if held else ""
+
+
+def _budget(
+    round: CollectionRound, request: PlanRequest, world: PlanWorld
+) -> tuple[Budget, list[str]]:
+    """Return the round's budget net of the campaign's other rounds, and notes that say so.
+
+    A budget the request gives that exceeds what the campaign has left is refused by name;
+    one the round stored is capped at what is left; none given defaults to what is left.
+    Raises PlanInputInvalid for a budget that is not positive or is used up.
+    """
+    remaining = world.remaining()
+    values: dict[str, float | None] = {}
+    notes: list[str] = []
+    for field_name, name, unit in _BUDGETS:
+        asked = getattr(request, field_name)
+        stored = getattr(round, field_name)
+        given = asked if asked is not None else stored
+        given = float(given) if given is not None else None
+        left = getattr(remaining, name)
+        if given is not None and not given > 0:
+            raise PlanInputInvalid(
+                f"{field_name}: must be more than 0 to plan field work (round {round.number} "
+                f"has {_show(given)} {unit}; set a positive budget)"
+            )
+        if left is not None and left <= 0:
+            raise PlanInputInvalid(
+                f"{field_name}: the campaign's budget of {_show(getattr(world.campaign_budget, name))} "
+                f"{unit} is used up by its other rounds{_others(world, name)}"
+            )
+        if asked is not None and left is not None and float(asked) > left + 1e-6:
+            others = _others(world, name)
+            raise PlanInputInvalid(
+                f"{field_name}: {_show(float(asked))} {unit} asked, but the campaign has "
+                + (
+                    f"{_show(left)} left after its other rounds{others}"
+                    if others
+                    else f"{_show(left)} in all"
+                )
+            )
+        others = _others(world, name)
+        if given is None:
+            values[name] = left
+            if left is not None:
+                total = _show(getattr(world.campaign_budget, name))
+                notes.append(
+                    f"Budget {unit}: the campaign's remaining {_show(left)} of {total}"
+                    + (f" after its other rounds{others}." if others else ".")
+                )
+        elif left is not None and given > left + 1e-6:
+            values[name] = left
+            notes.append(
+                f"Budget {unit}: round {round.number}'s {_show(given)} capped at the campaign's "
+                f"remaining {_show(left)}"
+                + (f" after its other rounds{others}." if others else ".")
+            )
+        else:
+            values[name] = given
+    episodes = values["episodes"]
+    return (
+        Budget(
+            episodes=int(episodes) if episodes is not None else None,
+            hours=values["hours"],
+            money=values["money"],
+        ),
+        notes,
+    )
+
+
+def _start(round: CollectionRound, request: PlanRequest) -> tuple[date, str | None]:
+    """Return the plan's first day and, when it was moved, why.
+
+    Never before today; without an explicit start, the round's own start, and not before
+    the day after the campaign's earlier rounds' last visit (rounds follow each other).
     """
     today = plan_today()
+    if request.start is not None:
+        if request.start < today:
+            raise PlanInputInvalid(
+                f"start: {request.start:%Y-%m-%d} is in the past; a plan starts today "
+                f"({today:%Y-%m-%d}) or later"
+            )
+        return request.start, None
+    start = max(round.start_date or today, today)
+    if round.start_date is None:
+        last = (
+            CollectionTask.objects.filter(
+                round__campaign_id=round.campaign_id, round__number__lt=round.number
+            )
+            .exclude(status=CollectionTask.Status.CANCELLED)
+            .exclude(scheduled_date__isnull=True)
+            .order_by("-scheduled_date")
+            .values_list("scheduled_date", "round__number")
+            .first()
+        )
+        last_day = last[0] if last is not None else None
+        if last is not None and last_day is not None and last_day + timedelta(days=1) > start:
+            start = last_day + timedelta(days=1)
+            return start, (
+                f"Starts {start:%a %d %b %Y}, the day after round {last[1]}'s last visit."
+            )
+    return start, None
+
+
+def _checked_inputs(
+    round: CollectionRound, request: PlanRequest, world: PlanWorld
+) -> tuple[date, int, Budget, list[str]]:
+    """Validate the request against the round before any write.
+
+    Raises PlanInputInvalid naming the field: budgets must be more than 0 where they apply
+    (and within what the campaign has left), days at least 1, no negative minimum batch,
+    and the start not before today.
+    """
     for name in ("budget_episodes", "budget_hours", "budget_money"):
         given = getattr(request, name)
         if given is not None and not given > 0:
             raise PlanInputInvalid(f"{name}: must be more than 0 to plan field work")
     if request.days is not None and request.days < 1:
         raise PlanInputInvalid("days: must be at least 1 to plan field work")
-    if request.min_batch < 0:
-        raise PlanInputInvalid("min_batch: must not be negative")
-    if request.start is not None and request.start < today:
-        raise PlanInputInvalid(
-            f"start: {request.start:%Y-%m-%d} is in the past; a plan starts today "
-            f"({today:%Y-%m-%d}) or later"
-        )
-    # Never schedule into the past: without an explicit start, begin today at the earliest.
-    start = request.start or max(round.start_date or today, today)
+    if request.min_batch < 1:
+        raise PlanInputInvalid("min_batch: must be at least 1")
+    start, moved = _start(round, request)
     days = request.days or round.days or 14
-    budget = _budget(round, request)
-    for name, value, unit in (
-        ("budget_episodes", budget.episodes, "episodes"),
-        ("budget_hours", budget.hours, "h"),
-        ("budget_money", budget.money, "in money"),
-    ):
-        if value is not None and not value > 0:
-            raise PlanInputInvalid(
-                f"{name}: must be more than 0 to plan field work (round {round.number} "
-                f"has {value:g} {unit}; set a positive budget)"
-            )
-    return start, days, budget
+    budget, notes = _budget(round, request, world)
+    return start, days, budget, ([moved] if moved else []) + notes
 
 
-def _budget(round: CollectionRound, request: PlanRequest) -> Budget:
+def _around_locks(
+    start: date, days: int, locked: list[CollectionTask], notes: list[str]
+) -> tuple[date, int]:
+    """Widen the horizon so that it holds every locked visit (never back before today)."""
+    dates = [t.scheduled_date for t in locked if t.scheduled_date is not None]
+    if not dates:
+        return start, days
+    first = max(min(min(dates), start), plan_today())
+    last = max(max(dates), start + timedelta(days=days - 1))
+    if (first, last) != (start, start + timedelta(days=days - 1)):
+        notes.append(
+            f"Planned from {first:%a %d %b} to {last:%a %d %b} so that the horizon holds every "
+            "locked visit."
+        )
+    return first, (last - first).days + 1
+
+
+def plan_inputs(*, round: CollectionRound, request: PlanRequest) -> PlanInputs:
+    """Gather and validate everything a plan needs (reads only)."""
     campaign = round.campaign
-
-    def pick(*values: Any) -> Any:
-        return next((v for v in values if v is not None), None)
-
-    money = pick(request.budget_money, round.budget_money, campaign.budget_money)
-    return Budget(
-        episodes=pick(request.budget_episodes, round.budget_episodes, campaign.budget_episodes),
-        hours=pick(request.budget_hours, round.budget_hours, campaign.budget_hours),
-        money=float(money) if money is not None else None,
+    world = plan_world(round=round)
+    start, days, budget, notes = _checked_inputs(round, request, world)
+    embodiment = campaign.embodiments.order_by("pk").first()
+    if embodiment is None:
+        raise PlanInfeasible(f"campaign {campaign.name!r} names no embodiment to capture with")
+    excluded = {tuple(v) for v in (round.plan_summary or {}).get("excluded", [])}
+    locked_targets = list(
+        round.targets.filter(locked=True)
+        .select_related("condition_set")
+        .prefetch_related("task_targets__task")
+    )
+    locked_tasks = list(
+        round.tasks.filter(locked=True)
+        .exclude(status=CollectionTask.Status.CANCELLED)
+        .select_related("team", "site")
+        .prefetch_related("task_targets__target__condition_set")
+    )
+    start, days = _around_locks(start, days, locked_tasks, notes)
+    cells: list[PlanCell] = []
+    index: dict[tuple[int, ...], int] = {}
+    for cell in request.cells:
+        key = tuple(sorted(cell.value_ids))
+        if key in excluded or key in index or not key:
+            continue
+        index[key] = len(cells)
+        cells.append(cell)
+    # Every cell the manager holds on to (a locked target, a target in a locked task) stays.
+    held = [*locked_targets, *(tt.target for t in locked_tasks for tt in t.task_targets.all())]
+    for target in held:
+        key = tuple(sorted(target.condition_set.value_ids))
+        if key not in index:
+            index[key] = len(cells)
+            cells.append(PlanCell(key, target.label, 0.0, 0.0, 0.0, 0.0, target.rationale))
+    sites: list[Site] = [
+        s
+        for s in world.sites.values()
+        if s.customer_id in (None, campaign.customer_id) and s.access_windows.all()
+    ]
+    values = list(
+        ConditionValue.objects.filter(
+            dimension__organization_id=campaign.organization_id
+        ).select_related("dimension")
+    )
+    return PlanInputs(
+        round=round,
+        world=world,
+        start=start,
+        days=days,
+        budget=budget,
+        notes=notes,
+        min_batch=request.min_batch,
+        embodiment=embodiment,
+        cells=cells,
+        index=index,
+        excluded=excluded,
+        sites=sites,
+        site_index={s.pk: i for i, s in enumerate(sites)},
+        specs=site_specs(world=world, sites=sites, start=start, days=days),
+        locked_targets=locked_targets,
+        locked_tasks=locked_tasks,
+        values=values,
+        f_inf=request.f_inf,
+        b=request.b,
     )
 
 
-def _open_days(site: Site, start: date, days: int) -> int:
-    weekdays = {w.weekday for w in site.access_windows.all()}
-    return sum(1 for d in range(days) if (start + timedelta(days=d)).weekday() in weekdays)
+def _check_locks(inputs: PlanInputs) -> None:
+    """Refuse, naming the conflict, when a locked visit no longer fits its world.
+
+    A locked visit is planned around, never moved; if it clashes with another round's
+    visit, a site's day or the team's calendar, no plan can keep it.
+    """
+    round = inputs.round
+    mine = check_tasks(tasks=inputs.locked_tasks, ours=True, round_numbers={round.pk: round.number})
+    violations = check_plan(
+        round_check_input(
+            world=inputs.world,
+            tasks=mine,
+            targets=[],
+            budget=Amounts(),
+            min_batch=1,
+            today=plan_today(),
+            edit=True,
+        )
+    )
+    if violations:
+        raise PlanRefused(
+            "A locked visit cannot be kept as it is: "
+            + describe(violations)
+            + " Move or unlock it, then plan again; nothing was stored.",
+            violations,
+        )
 
 
-def _candidate_sites(round: CollectionRound) -> list[Site]:
-    campaign = round.campaign
-    return [
-        s
-        for s in Site.objects.filter(organization_id=campaign.organization_id)
-        .prefetch_related("access_windows", "presents")
-        .order_by("pk")
-        if s.customer_id in (None, campaign.customer_id) and s.access_windows.all()
-    ]
+def _allocate(inputs: PlanInputs, fixed: FixedItems) -> AllocationResult:
+    """Run the allocator over the cells whose count is the planner's to decide.
+
+    Cells with a count fixed upstream (locks, a recommendation) enter with no value of
+    their own, so the allocator spends the rest of the budget around them, never on them.
+    """
+    try:
+        return _allocate_cells(inputs, fixed)
+    except PlanInfeasible as exc:
+        raise PlanInfeasible(in_words(str(exc), inputs)) from exc
+
+
+def _allocate_cells(inputs: PlanInputs, fixed: FixedItems) -> AllocationResult:
+    return allocate(
+        cells=[
+            CellSpec(
+                key=str(i),
+                value_ids=tuple(sorted(c.value_ids)),
+                weight=0.0 if i in fixed.demand else c.weight,
+                n0=c.n0,
+                failure_rate=c.failure_rate,
+            )
+            for i, c in enumerate(inputs.cells)
+        ],
+        sites=inputs.specs,
+        budget=inputs.budget,
+        f_inf=inputs.f_inf,
+        b=inputs.b,
+        stageable_values={v.pk for v in inputs.values if v.is_stageable},
+        value_labels={v.pk: v.label.lower() for v in inputs.values},
+        min_batch=inputs.min_batch,
+        locked=fixed.locked_items(),
+    )
+
+
+def _solve(inputs: PlanInputs) -> tuple[FixedItems, AllocationResult, Draft]:
+    """Allocate and schedule; where the schedule cannot hold a site's share, re-allocate.
+
+    See :func:`campaigns.planning.repair.solve_until_placed` (three passes at most).
+    """
+
+    def solve(
+        specs: list[SiteSpec],
+    ) -> tuple[tuple[FixedItems, AllocationResult, Draft], dict[int, int]]:
+        inputs.specs = specs
+        fixed = fixed_items(inputs=inputs)
+        result = _allocate(inputs, fixed)
+        draft = plan_draft(inputs=inputs, result=result, fixed=fixed)
+        short = {
+            site_i: draft.placed_by_site.get(site_i, 0)
+            for site_i, n in draft.dropped_by_site.items()
+            if n > 0
+        }
+        return (fixed, result, draft), short
+
+    (fixed, result, draft), inputs.specs = solve_until_placed(sites=inputs.specs, solve=solve)
+    return fixed, result, draft
+
+
+def _check_draft(inputs: PlanInputs, draft: Draft) -> None:
+    """Run the feasibility checker over the plan as it would be stored; refuse on any breach."""
+    tasks, targets, locked_tasks, locked_targets = draft_check_tasks(inputs=inputs, draft=draft)
+    violations = check_plan(
+        round_check_input(
+            world=inputs.world,
+            tasks=tasks,
+            targets=targets,
+            budget=Amounts(
+                episodes=inputs.budget.episodes,
+                hours=inputs.budget.hours,
+                money=inputs.budget.money,
+            ),
+            min_batch=inputs.min_batch,
+            locked_tasks=locked_tasks,
+            locked_targets=locked_targets,
+            today=plan_today(),
+            changed=frozenset(t.key for t in tasks if t.key.startswith("new-")),
+        )
+    )
+    if violations:
+        raise PlanRefused(
+            "The plan breaks " + describe(violations) + " Nothing was stored.", violations
+        )
+
+
+def _edited_counts(round: CollectionRound) -> dict[int, int]:
+    """Targets of this round whose count a manager set (from the audit trail): pk → count."""
+    out: dict[int, int] = {}
+    events = AuditEvent.objects.filter(
+        organization_id=round.campaign.organization_id,
+        verb="target.update",
+        object_type=CaptureTarget._meta.label,
+        object_id__in=[str(pk) for pk in round.targets.values_list("pk", flat=True)],
+    ).order_by("at")
+    for event in events:
+        change = (event.changes or {}).get("episodes_wanted")
+        if isinstance(change, list) and len(change) == 2 and isinstance(change[1], int):
+            out[int(event.object_id)] = change[1]
+    return out
 
 
 @transaction.atomic
@@ -177,404 +485,49 @@ def round_plan(
     """Propose (or re-solve) the round's plan and store targets, tasks and protocol steps.
 
     Raises RoundNotEditable unless the round is draft or planned; PlanInputInvalid (before
-    any write) for a budget that is not positive, a start in the past or no days;
-    PlanInfeasible (from the allocation or scheduling core) when locked items break a hard
-    constraint, naming it, or when the schedule would put a task before today. Nothing is
-    stored unless the whole plan is: a refusal rolls back the round's fields, targets, tasks
-    and steps. (A plan in which nothing could be placed is stored with its reasons in
-    ``plan_summary["unplaced"]``; the plan_round command refuses and rolls it back.)
+    any write) for a budget that is not positive or beyond what the campaign has left, a
+    start in the past or no days; PlanRefused when a locked visit no longer fits or the plan
+    would break a rule of the feasibility checker, naming each; PlanInfeasible (from the
+    allocation or scheduling core) when locked items break a hard constraint. Nothing is
+    stored unless the whole plan is.
     """
     round = CollectionRound.objects.select_for_update().select_related("campaign").get(pk=round.pk)
     if not round.is_editable:
         raise RoundNotEditable(
             f"Round {round.number} is {round.status}; only draft or planned rounds can be planned."
         )
-    campaign = round.campaign
-    # Everything is checked before the first write; the round's fields change in memory
-    # only and are saved with the plan (the whole function is one transaction).
-    start, days, budget = _checked_inputs(round, request)
-    round.start_date, round.days = start, days
-    if request.budget_episodes is not None:
-        round.budget_episodes = request.budget_episodes
-    if request.budget_hours is not None:
-        round.budget_hours = request.budget_hours
-    if request.budget_money is not None:
-        round.budget_money = Decimal(str(request.budget_money))
-    excluded = {tuple(v) for v in (round.plan_summary or {}).get("excluded", [])}
-    embodiment = campaign.embodiments.order_by("pk").first()
-    if embodiment is None:
-        raise PlanInfeasible(f"campaign {campaign.name!r} names no embodiment to capture with")
-
-    locked_targets = list(
-        round.targets.filter(locked=True)
-        .select_related("condition_set")
-        .prefetch_related("task_targets__task")
-    )
-    locked_tasks = list(
-        round.tasks.filter(locked=True)
-        .select_related("team", "site")
-        .prefetch_related("task_targets__target")
-    )
-
-    # ---- cells: the request's, minus removed ones, plus any locked target's cell
-    cells: list[PlanCell] = []
-    index: dict[tuple[int, ...], int] = {}
-    for cell in request.cells:
-        key = tuple(sorted(cell.value_ids))
-        if key in excluded or key in index or not key:
-            continue
-        index[key] = len(cells)
-        cells.append(cell)
-    for target in locked_targets:
-        key = tuple(sorted(target.condition_set.value_ids))
-        if key not in index:
-            index[key] = len(cells)
-            cells.append(PlanCell(key, target.label, 0.0, 0.0, 0.0, 0.0, target.rationale))
-
-    # ---- sites, teams, stageability
-    sites = _candidate_sites(round)
-    site_index = {s.pk: i for i, s in enumerate(sites)}
-    teams = list(
-        FieldTeam.objects.filter(organization_id=campaign.organization_id)
-        .prefetch_related("embodiments", "unavailability")
-        .order_by("pk")
-    )
-    team_rate = float(
-        FieldTeam.objects.filter(organization_id=campaign.organization_id).aggregate(
-            r=Avg("cost_per_hour")
-        )["r"]
-        or 0
-    )
-    site_specs = []
-    for s in sites:
-        hpe = s.episode_minutes / 60.0
-        rate = float(s.cost_per_hour) + team_rate
-        site_specs.append(
-            SiteSpec(
-                key=s.slug,
-                present_values=frozenset(v.pk for v in s.presents.all()),
-                capacity_episodes=s.capacity_episodes_per_day * _open_days(s, start, days),
-                hours_per_episode=hpe,
-                cost_per_episode=rate * hpe,
-                setup_hours_per_visit=s.setup_hours,
-                cost_per_visit=rate * s.setup_hours,
-            )
-        )
-    values = ConditionValue.objects.filter(
-        dimension__organization_id=campaign.organization_id
-    ).select_related("dimension")
-    stageable = {v.pk for v in values if v.is_stageable}
-    value_labels = {v.pk: v.label.lower() for v in values}
-
-    # ---- locks → fixed (cell, site, episodes)
-    fixed: dict[tuple[int, int], int] = defaultdict(int)
-    for task in locked_tasks:
-        for tt in task.task_targets.all():
-            key = tuple(sorted(tt.target.condition_set.value_ids))
-            if key in index and task.site_id in site_index:
-                fixed[(index[key], site_index[task.site_id])] += tt.episodes_planned
-    locked_task_ids = {t.pk for t in locked_tasks}
-    for target in locked_targets:
-        key = tuple(sorted(target.condition_set.value_ids))
-        already = sum(
-            tt.episodes_planned for tt in target.task_targets.all() if tt.task_id in locked_task_ids
-        )
-        remaining = target.episodes_wanted - already
-        if remaining <= 0:
-            continue
-        by_site: dict[int, int] = defaultdict(int)
-        for tt in target.task_targets.all():
-            if tt.task_id not in locked_task_ids and tt.task.site_id in site_index:
-                by_site[site_index[tt.task.site_id]] += tt.episodes_planned
-        if not by_site:
-            raise PlanInfeasible(
-                f"locked target {target.label!r} ({remaining:,} episodes) has no site to capture at; "
-                "unlock it or assign it to a task"
-            )
-        total = sum(by_site.values())
-        for site_i, eps in by_site.items():
-            fixed[(index[key], site_i)] += round_share(remaining, eps, total)
-    locked_items = [LockedItem(cell=c, site=s, episodes=e) for (c, s), e in fixed.items() if e > 0]
-
-    result = allocate(
-        cells=[
-            CellSpec(
-                key=str(i),
-                value_ids=tuple(sorted(c.value_ids)),
-                weight=c.weight,
-                n0=c.n0,
-                failure_rate=c.failure_rate,
-            )
-            for i, c in enumerate(cells)
-        ],
-        sites=site_specs,
-        budget=budget,
-        f_inf=request.f_inf,
-        b=request.b,
-        stageable_values=stageable,
-        value_labels=value_labels,
-        min_batch=request.min_batch,
-        locked=locked_items,
-    )
-
-    # ---- replace everything that is not locked
-    ProtocolStep.objects.filter(task__round=round).exclude(task__locked=True).delete()
-    TaskTarget.objects.filter(task__round=round).exclude(task__locked=True).delete()
-    round.tasks.filter(locked=False).delete()
-    round.targets.filter(locked=False).exclude(task_targets__task__locked=True).delete()
-
-    allocated_cells = sorted({a.cell for a in result.allocations})
-    set_ids = condition_sets_intern(
-        organization=campaign.organization_id,
-        combinations=[cells[i].value_ids for i in allocated_cells],
-    )
-    targets: dict[int, CaptureTarget] = {}
-    existing = {
-        tuple(sorted(t.condition_set.value_ids)): t
-        for t in round.targets.select_related("condition_set")
-    }
-    for i in allocated_cells:
-        cell = cells[i]
-        key = tuple(sorted(cell.value_ids))
-        where = [sites[a.site].name for a in result.allocations if a.cell == i]
-        total = result.cell_totals[i]
-        gain = result.cell_gains[i]
-        rationale = (cell.rationale + " " if cell.rationale else "") + (
-            f"Plan: {total:,} episodes at {', '.join(where)}, expected to avoid about "
-            f"{gain:.1f} interventions a day."
-        )
-        found = existing.get(key)
-        if found is None:
-            found = CaptureTarget.objects.create(
-                round=round,
-                condition_set_id=set_ids[key],
-                label=cell.label[:300],
-                episodes_wanted=total,
-                priority=cell.priority,
-                expected_avoided_per_day=gain,
-                rationale=rationale,
-            )
-        else:
-            if not found.locked:
-                found.episodes_wanted = total
-            found.expected_avoided_per_day = gain
-            found.priority = cell.priority
-            found.save(update_fields=["episodes_wanted", "expected_avoided_per_day", "priority"])
-        targets[i] = found
-
-    # ---- schedule: one task request per site (new episodes only), locked tasks pinned
-    per_site: dict[int, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for a in result.allocations:
-        new = a.episodes - fixed.get((a.cell, a.site), 0)
-        if new > 0:
-            per_site[a.site][a.cell] += new
-    schedule_tasks: list[ScheduleTask] = []
-    for site_i, by_cell in sorted(per_site.items()):
-        s = sites[site_i]
-        eps = sum(by_cell.values())
-        schedule_tasks.append(
-            ScheduleTask(
-                key=f"site-{s.pk}",
-                site=site_i,
-                embodiment=embodiment.pk,
-                hours=s.setup_hours + eps * s.episode_minutes / 60.0,
-                priority=sum(
-                    result.cell_gains[c] * n / max(result.cell_totals[c], 1)
-                    for c, n in by_cell.items()
-                ),
-            )
-        )
-    for task in locked_tasks:
-        if (
-            task.site_id not in site_index
-            or task.team is None
-            or task.start_at is None
-            or task.end_at is None
-        ):
-            continue
-        tz = ZoneInfo(task.site.timezone)
-        local = task.start_at.astimezone(tz)
-        schedule_tasks.append(
-            ScheduleTask(
-                key=f"locked-{task.pk}",
-                site=site_index[task.site_id],
-                embodiment=task.embodiment_id,
-                hours=(task.end_at - task.start_at).total_seconds() / 3600.0,
-                locked=LockedPlacement(
-                    team=task.team.slug,
-                    date=local.date(),
-                    start=local.time().replace(microsecond=0),
-                ),
-            )
-        )
-    horizon_end = start + timedelta(days=days)
-    team_specs = [
-        ScheduleTeam(
-            key=t.slug,
-            home_lat=t.home_latitude,
-            home_lon=t.home_longitude,
-            hours_per_day=t.hours_per_day,
-            embodiments=frozenset(e.pk for e in t.embodiments.all()),
-            unavailable_dates=frozenset(
-                start + timedelta(days=d)
-                for u in t.unavailability.all()
-                for d in range(days)
-                if u.start_date <= start + timedelta(days=d) <= u.end_date
-                and start + timedelta(days=d) < horizon_end
-            ),
-            speed_kmh=t.travel_speed_kmh,
-        )
-        for t in teams
-    ]
-    site_schedules = [
-        ScheduleSite(
-            key=s.slug,
-            lat=s.latitude,
-            lon=s.longitude,
-            tz=s.timezone,
-            windows=tuple(
-                WindowSpec(w.weekday, w.start_time, w.end_time) for w in s.access_windows.all()
-            ),
-        )
-        for s in sites
-    ]
-    plan = schedule(
-        tasks=schedule_tasks, sites=site_schedules, teams=team_specs, start=start, days=days
-    )
-
-    past = sorted({p.date for p in plan.placements if p.date < plan_today()})
+    edited = _edited_counts(round)
+    before = {t.pk: (t.label, t.episodes_wanted) for t in round.targets.filter(locked=False)}
+    inputs = plan_inputs(round=round, request=request)
+    _check_locks(inputs)
+    _, result, draft = _solve(inputs)
+    past = sorted({t.date for t in draft.tasks if t.date < plan_today()})
     if past:
         raise PlanInfeasible(
             f"the schedule would put a task on {past[0]:%a %d %b %Y}, before today; "
             "nothing was stored"
         )
-
-    team_by_slug = {t.slug: t for t in teams}
-    placements_by_site: dict[int, list[Any]] = defaultdict(list)
-    for p in plan.placements:
-        if p.task.startswith("site-"):
-            placements_by_site[p.site].append(p)
-    visited = _visited_setups(round, embodiment)
-    camera_key = tuple(sorted((c.name, c.mount) for c in embodiment.cameras.all()))
-    cameras = [proto.CameraSpec(c.name, c.mount) for c in embodiment.cameras.all()]
-    dims = [
-        proto.ActionDimension(a.name, a.unit, a.min_value, a.max_value)
-        for a in embodiment.action_dimensions.all()
-    ]
-    values_by_id = {v.pk: v for v in values}
-    created_tasks = 0
-    for site_i, placements in sorted(placements_by_site.items()):
-        site = sites[site_i]
-        placements.sort(key=lambda p: p.utc_start)
-        split = _split_episodes(
-            per_site[site_i],
-            [p.hours for p in placements],
-            order=lambda c: _setup_order(cells[c], values_by_id),
-        )
-        for p, share in zip(placements, split, strict=True):
-            if not share:
-                continue
-            task = CollectionTask.objects.create(
-                round=round,
-                site=site,
-                embodiment=embodiment,
-                team=team_by_slug[p.team],
-                scheduled_date=p.date,
-                start_at=p.utc_start,
-                end_at=p.utc_end,
-                travel_hours=p.travel_hours,
-                travel_km=p.travel_km,
+    _check_draft(inputs, draft)
+    gains = _cell_gains(inputs, draft)
+    stored = plan_store(inputs=inputs, draft=draft, gains=gains)
+    summary = _summary(
+        inputs=inputs,
+        request=request,
+        result=result,
+        draft=draft,
+        stored=stored,
+        gains=gains,
+        edited={pk: before[pk] + (n,) for pk, n in edited.items() if pk in before},
+    )
+    round.start_date, round.days = inputs.start, inputs.days
+    for field_name, _, _ in _BUDGETS:
+        given = getattr(request, field_name)
+        if given is not None:
+            setattr(
+                round,
+                field_name,
+                Decimal(str(given)) if field_name == "budget_money" else given,
             )
-            created_tasks += 1
-            TaskTarget.objects.bulk_create(
-                [
-                    TaskTarget(task=task, target=targets[c], episodes_planned=n)
-                    for c, n in share.items()
-                ]
-            )
-            needs = proto.calibration_needed(visited, site.pk, embodiment.pk, camera_key)
-            visited.add((site.pk, embodiment.pk, camera_key))
-            present = {v.pk for v in site.presents.all()}
-            specs = [
-                proto.CaptureTargetSpec(
-                    key=str(targets[c].pk),
-                    label=targets[c].label,
-                    episodes=n,
-                    conditions=tuple(
-                        proto.ConditionSetup(
-                            dimension=values_by_id[v].dimension.name,
-                            value=values_by_id[v].label,
-                            instructions=values_by_id[v].setup_instruction or None,
-                            staged=v not in present,
-                            affects_camera_pose="camera" in values_by_id[v].dimension.slug,
-                        )
-                        for v in cells[c].value_ids
-                        if v in values_by_id
-                    ),
-                )
-                for c, n in sorted(
-                    share.items(), key=lambda item: _setup_order(cells[item[0]], values_by_id)
-                )
-            ]
-            steps = proto.build_protocol_steps(
-                targets=specs, cameras=cameras, action_dimensions=dims, needs_calibration=needs
-            )
-            ProtocolStep.objects.bulk_create(
-                [
-                    ProtocolStep(
-                        task=task,
-                        order=s.order,
-                        kind=s.kind,
-                        title=s.title[:200],
-                        instructions=s.instructions,
-                        episodes=s.episodes,
-                        target_id=int(s.target) if s.target else None,
-                    )
-                    for s in steps
-                ]
-            )
-
-    before = request.interventions_before
-    if before is None:
-        before = sum(c.weight * c.failure_rate for c in cells)
-    scheduled_hours = sum(p.hours for p in plan.placements)
-    summary = {
-        "source": request.source,
-        "planned_at": timezone.now().isoformat(),
-        "start": start.isoformat(),
-        "days": days,
-        "budget": asdict(budget),
-        "use": asdict(result.budget_use),
-        "objective": result.objective,
-        "upper_bound": result.upper_bound,
-        "bound_gap": result.gap,
-        "interventions_before": before,
-        "interventions_after": max(0.0, before - result.objective),
-        "episodes": sum(result.cell_totals),
-        "targets": len(targets),
-        "tasks": created_tasks + len(locked_tasks),
-        "scheduled_hours": scheduled_hours,
-        "travel_hours": sum(t.travel_hours for t in plan.team_totals),
-        "travel_days": sum(t.travel_days for t in plan.team_totals),
-        "binding": result.binding_constraints,
-        "unplaced": [
-            {"reason": u.reason, "message": u.message, "episodes": u.episodes}
-            for u in result.unplaced
-        ],
-        "unscheduled": [
-            {
-                "task": u.task,
-                "hours": u.hours,
-                "reason": u.reason,
-                "site": _site_name(u.task, sites, site_index),
-            }
-            for u in plan.unscheduled
-        ],
-        "teams": [asdict(t) for t in plan.team_totals],
-        "solve_seconds": {"allocation": result.solve_seconds, "schedule": plan.solve_seconds},
-        "excluded": [list(k) for k in sorted(excluded)],
-        **request.extra,
-    }
     round.plan_summary = summary
     round.save(
         update_fields=[
@@ -589,7 +542,7 @@ def round_plan(
     if round.status == CollectionRound.Status.DRAFT:
         round_transition(round=round, to_status=CollectionRound.Status.PLANNED, actor=actor)
     audit_record(
-        organization=campaign.organization_id,
+        organization=round.campaign.organization_id,
         actor=actor,
         verb="round.plan",
         obj=round,
@@ -602,72 +555,78 @@ def round_plan(
     return round
 
 
-def _site_name(task_key: str, sites: list[Site], site_index: dict[int, int]) -> str:
-    """Name the site of a scheduler task key ("site-<pk>" or "locked-<task pk>")."""
-    kind, _, pk = task_key.partition("-")
-    if kind == "site" and pk.isdigit() and int(pk) in site_index:
-        return sites[site_index[int(pk)]].name
-    if kind == "locked" and pk.isdigit():
-        task = CollectionTask.objects.filter(pk=int(pk)).select_related("site").first()
-        return task.site.name if task else task_key
-    return task_key
+def _cell_gains(inputs: PlanInputs, draft: Draft) -> np.ndarray:
+    """Interventions a day each cell's planned episodes avoid (the one gain curve)."""
+    cells = inputs.cells
+    if not cells:
+        return np.zeros(0)
+    amp = np.array([c.weight * max(c.failure_rate - inputs.f_inf, 0.0) for c in cells])
+    n0 = np.array([c.n0 for c in cells], dtype=np.float64)
+    totals = np.array([draft.totals.get(i, 0) for i in range(len(cells))], dtype=np.float64)
+    return np.asarray(gain(amp, n0, inputs.b, totals), dtype=np.float64)
 
 
-def round_share(total: int, part: int, whole: int) -> int:
-    return round(total * part / whole) if whole else 0
-
-
-def _split_episodes(
-    by_cell: dict[int, int], hours: list[float], order: Any = None
-) -> list[dict[int, int]]:
-    """Fill a site's day-visits in turn with whole cells, in setup order.
-
-    Each visit gets a share of the site's episodes in proportion to its hours; cells are
-    taken in ``order`` (similar setups next to each other) and split across two visits only
-    where a visit fills up, so a day holds few targets with full batches instead of every
-    target in slivers.
-    """
-    total = sum(by_cell.values())
-    weights = [max(h, 0.0) for h in hours]
-    whole = sum(weights) or 1.0
-    raw = [total * w / whole for w in weights]
-    capacity = [math.floor(r) for r in raw]
-    for i in sorted(range(len(raw)), key=lambda i: -(raw[i] - capacity[i]))[
-        : total - sum(capacity)
-    ]:
-        capacity[i] += 1
-    shares: list[dict[int, int]] = [{} for _ in hours]
-    visit, room = 0, capacity[0] if capacity else 0
-    for cell in sorted(by_cell, key=order or (lambda c: c)):
-        left = by_cell[cell]
-        while left > 0:
-            while room == 0 and visit + 1 < len(capacity):
-                visit += 1
-                room = capacity[visit]
-            take = min(left, room) if room > 0 else left
-            shares[visit][cell] = shares[visit].get(cell, 0) + take
-            left -= take
-            room -= min(take, room)
-    return shares
-
-
-def _setup_order(cell: PlanCell, values_by_id: dict[int, Any]) -> tuple[Any, ...]:
-    """Sort key that puts cells sharing their first conditions next to each other."""
-    ordered = sorted(
-        (values_by_id[v].dimension.order, values_by_id[v].dimension.slug, values_by_id[v].order)
-        for v in cell.value_ids
-        if v in values_by_id
-    )
-    return tuple(ordered)
-
-
-def _visited_setups(round: CollectionRound, embodiment: Any) -> set[tuple[Any, Any, Any]]:
-    """Site × embodiment × camera setups already visited in this campaign (calibration done)."""
-    camera_key = tuple(sorted((c.name, c.mount) for c in embodiment.cameras.all()))
-    earlier = CollectionTask.objects.filter(
-        round__campaign=round.campaign, steps__kind=ProtocolStep.Kind.CALIBRATION
-    ).exclude(status=CollectionTask.Status.CANCELLED)
+def _summary(
+    *,
+    inputs: PlanInputs,
+    request: PlanRequest,
+    result: AllocationResult,
+    draft: Draft,
+    stored: dict[int, CaptureTarget],
+    gains: np.ndarray,
+    edited: dict[int, tuple[str, int, int]],
+) -> dict[str, Any]:
+    """What the plan is expected to do, what it uses, and what binds it — said for a person."""
+    cells = inputs.cells
+    totals = np.array([draft.totals.get(i, 0) for i in range(len(cells))], dtype=np.float64)
+    objective = float(gains.sum())
+    fixed_gain = float(sum(gains[i] for i in draft.fixed_cells))
+    upper = max(result.upper_bound + fixed_gain, objective)
+    before = request.interventions_before
+    if before is None:
+        before = sum(c.weight * c.failure_rate for c in cells)
+    changes = []
+    for pk, (label, _old, manager_set) in edited.items():
+        now = next((t for t in stored.values() if t.pk == pk), None)
+        new = now.episodes_wanted if now is not None else 0
+        if new != manager_set:
+            changes.append(
+                f"'{label}': you set {manager_set:,} episodes but left it unlocked; the plan now "
+                f"has {new:,}. Lock the target to keep a count."
+            )
+    binding = list(result.binding_constraints)
+    binding += draft.shortfalls
     return {
-        (site_id, emb_id, camera_key)
-        for site_id, emb_id in earlier.values_list("site_id", "embodiment_id").distinct()
+        "source": request.source,
+        "planned_at": timezone.now().isoformat(),
+        "start": inputs.start.isoformat(),
+        "days": inputs.days,
+        "min_batch": inputs.min_batch,
+        "budget": asdict(inputs.budget),
+        "budget_notes": inputs.notes,
+        "use": asdict(draft.use),
+        "objective": objective,
+        "upper_bound": upper,
+        "bound_gap": max(upper - objective, 0.0) / upper if upper > 0 else 0.0,
+        "interventions_before": before,
+        "interventions_after": max(0.0, before - objective),
+        "episodes": int(totals.sum()),
+        "targets": len(stored),
+        "tasks": len(draft.tasks) + len(inputs.locked_tasks),
+        "scheduled_hours": draft.scheduled_hours,
+        "travel_hours": draft.travel_hours,
+        "travel_days": draft.travel_days,
+        "binding": binding,
+        "locked_shortfall": draft.shortfalls,
+        "target_changes": changes,
+        "unplaced": [
+            {"reason": u.reason, "message": u.message, "episodes": u.episodes}
+            for u in result.unplaced
+        ],
+        "unscheduled": draft.unscheduled,
+        "teams": draft.teams,
+        "solve_seconds": {"allocation": result.solve_seconds, "schedule": draft.solve_seconds},
+        "excluded": [list(k) for k in sorted(inputs.excluded)],
+        "check": {"violations": 0},
+        **request.extra,
     }

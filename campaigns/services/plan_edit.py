@@ -11,6 +11,16 @@ from django.db.models import F
 
 from accounts.services import audit_record
 from campaigns.models import CaptureTarget, CollectionRound, CollectionTask, FieldTeam
+from campaigns.planning.plan_check import check_plan, describe
+from campaigns.selectors import (
+    DEFAULT_MIN_BATCH,
+    budget_of,
+    check_targets,
+    check_tasks,
+    plan_world,
+    round_check_input,
+    stored_round_tasks,
+)
 from campaigns.services.rounds import round_transition
 
 
@@ -39,6 +49,20 @@ def target_update(
     if episodes is not None:
         if episodes < 0:
             raise PlanEditRefused("Episodes must be zero or more.")
+        min_batch = int((target.round.plan_summary or {}).get("min_batch", DEFAULT_MIN_BATCH))
+        if 0 < episodes < min_batch:
+            raise PlanEditRefused(
+                f"Episodes: {episodes} is below the plan's minimum batch of {min_batch}; "
+                f"set 0 or at least {min_batch}."
+            )
+        in_locked = sum(
+            target.task_targets.filter(task__locked=True).values_list("episodes_planned", flat=True)
+        )
+        if episodes < in_locked:
+            raise PlanEditRefused(
+                f"Episodes: locked visits already hold {in_locked:,} of '{target.label}'; "
+                f"set at least {in_locked:,} or unlock those visits first."
+            )
         changes["episodes_wanted"] = [target.episodes_wanted, episodes]
         target.episodes_wanted = episodes
         target.locked = True
@@ -121,23 +145,16 @@ def task_update(
         new_start = start or (local.time() if local else time(8, 0))
         if new_day is None:
             raise PlanEditRefused("Give a day for the task.")
-        windows = list(task.site.access_windows.filter(weekday=new_day.weekday()))
         begin = datetime.combine(new_day, new_start, tzinfo=tz)
         end = begin + (duration or (datetime.combine(new_day, time(17, 0), tzinfo=tz) - begin))
-        if not any(
-            w.start_time <= begin.time() and end.time() <= w.end_time and end.date() == new_day
-            for w in windows
-        ):
-            raise PlanEditRefused(
-                f"{task.site.name} has no access window on {new_day:%A %d %B} "
-                f"from {begin:%H:%M} to {end:%H:%M} (local time)."
-            )
         changes["when"] = [str(task.start_at), begin.isoformat()]
         task.scheduled_date, task.start_at, task.end_at = new_day, begin, end
         task.locked = True
     if locked is not None:
         changes["locked"] = [task.locked, locked]
         task.locked = locked
+    if "team" in changes or "when" in changes or locked:
+        _task_check(task)
     task.version = F("version") + 1
     task.save()
     task.refresh_from_db()
@@ -149,6 +166,34 @@ def task_update(
         changes=changes,
     )
     return task
+
+
+def _task_check(task: CollectionTask) -> None:
+    """Refuse a moved (or newly locked) task that breaks a rule of the feasibility checker.
+
+    The task is checked as it would be stored, against its own round's other tasks and every
+    other round's (team calendars, site days), naming each conflict. Budgets do not change
+    when a visit moves, so they are not checked here.
+    """
+    round = task.round
+    world = plan_world(round=round)
+    stored = [t for t in stored_round_tasks(round) if t.pk != task.pk]
+    mine = check_tasks(tasks=stored, ours=True, round_numbers={round.pk: round.number})
+    moved = check_tasks(tasks=[task], ours=True, round_numbers={round.pk: round.number})[0]
+    summary = round.plan_summary or {}
+    violations = check_plan(
+        round_check_input(
+            world=world,
+            tasks=[*mine, moved],
+            targets=check_targets(round.targets.all()),
+            budget=budget_of(round),
+            min_batch=int(summary.get("min_batch", DEFAULT_MIN_BATCH)),
+            changed=frozenset({moved.key}),
+            edit=True,
+        )
+    )
+    if violations:
+        raise PlanEditRefused("Not changed: " + describe(violations))
 
 
 @transaction.atomic

@@ -23,6 +23,7 @@ from analytics.services.steering import (
     round_plan_from_recommendation,
 )
 from campaigns.models import Campaign, CollectionRound
+from campaigns.selectors import campaign_remaining
 from campaigns.services import round_create
 from frontend.views.base import MANAGERS, MemberView
 from frontend.views.inputs import FormInvalid, ids, parsed, short_text, whole
@@ -156,6 +157,8 @@ class RoundImpact(MemberView, TemplateView):
             .first()
         )
         context: dict[str, Any] = {"round": round, "campaign": round.campaign, "report": report}
+        nxt = round.campaign.rounds.filter(number=round.number + 1, status="draft").first()
+        context["remaining"] = campaign_remaining(campaign=round.campaign, exclude=nxt)
         if report is None:
             try:
                 report = round_impact_compute(round=round)
@@ -226,12 +229,16 @@ class RoundRecommend(MemberView, View):
                 return redirect("planner:round-impact", pk=round.pk)
             messages.success(request, f"Round {nxt.number} planned from the recommendation.")
             return redirect("planner:round", pk=nxt.pk)
-        try:
-            budget = max(
-                1.0, float(request.POST.get("budget") or round.campaign.budget_episodes or 2000)
-            )
-        except ValueError:
-            budget = 2000.0
+        raw = (request.POST.get("budget") or "").strip()
+        budget: float | None = None
+        if raw:
+            try:
+                budget = float(raw)
+                if not (1.0 <= budget <= 1e7):
+                    raise ValueError
+            except ValueError:
+                messages.error(request, "Budget: give a number of episodes from 1 to 10,000,000.")
+                return redirect("planner:round-impact", pk=round.pk)
         try:
             recommendation = next_round_recommendation(campaign=round.campaign, budget=budget)
         except ImpactUnavailable as exc:

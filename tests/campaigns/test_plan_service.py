@@ -15,7 +15,6 @@ from analytics.models import GapReport
 from analytics.services.gap import gap_report_build
 from analytics.services.planning import round_plan_from_gap
 from campaigns.models import CaptureTarget, CollectionRound, CollectionTask, ProtocolStep
-from campaigns.planning.errors import PlanInfeasible
 from campaigns.services.plan_edit import round_publish, target_remove, target_update, task_update
 from sites.models import AccessWindow, ConditionDimension, ConditionValue
 
@@ -231,15 +230,23 @@ def test_plan_round_command_prints_the_plan_as_json(planned):
     assert data["tasks"] and data["tasks"][0]["calibration"] is True
 
 
-def test_locked_items_that_break_the_budget_are_refused_by_name(planned):
+def test_a_locked_count_the_budget_cannot_buy_is_planned_in_part_and_explained(planned):
     world, round = planned
     target = round.targets.first()
     target_update(target=target, episodes=5000)
 
-    with pytest.raises(PlanInfeasible, match="budget|capacity"):
-        round_plan_from_gap(
-            round=round, report=world.gap_report, start=MONDAY, days=7, budget_episodes=100
-        )
+    round = round_plan_from_gap(
+        round=round, report=world.gap_report, start=MONDAY, days=7, budget_episodes=100
+    )
+
+    target.refresh_from_db()
+    planned_now = sum(tt.episodes_planned for tt in target.task_targets.all())
+    assert target.locked and target.episodes_wanted == 5000
+    assert 0 < planned_now <= 100
+    assert (
+        f"Locked target '{target.label}': {planned_now:,} of 5,000 episodes planned — "
+        f"the episode budget is spent ({5000 - planned_now:,} short)."
+    ) in round.plan_summary["binding"]
 
 
 def test_publish_then_calendar_feed_parses_and_rotation_revokes_it(planned, client_for):
@@ -318,3 +325,23 @@ def test_moving_a_task_outside_the_sites_windows_is_refused(planned):
 
     with pytest.raises(PlanEditRefused, match="no access window"):
         task_update(task=task, day=saturday)
+
+
+def test_moving_a_task_onto_its_teams_other_visit_through_the_api_is_a_409_naming_it(
+    planned, client_for
+):
+    world, round = planned
+    first, second = list(round.tasks.select_related("site", "team").order_by("start_at")[:2])
+    local = first.start_at.astimezone(ZoneInfo(first.site.timezone))
+    before = (second.scheduled_date, second.start_at, second.end_at, second.version)
+
+    response = client_for(world.manager).patch(
+        f"/api/collection-tasks/{second.pk}/",
+        {"day": local.date().isoformat(), "start": local.time().strftime("%H:%M")},
+        content_type="application/json",
+    )
+
+    second.refresh_from_db()
+    assert response.status_code == 409
+    assert f"{first.team.name} would be at {first.site.name}" in response.json()["detail"]
+    assert (second.scheduled_date, second.start_at, second.end_at, second.version) == before

@@ -156,7 +156,6 @@ def test_locked_items_are_kept_and_the_rest_is_solved_around_them() -> None:
             "exceed site 'rotterdam-dc' capacity: 60 of 50",
         ),
         ([LockedItem(1, 0, 20)], Budget(episodes=999), "can neither present nor stage 'wet floor'"),
-        ([LockedItem(0, 0, 5)], Budget(episodes=999), "below the minimum batch of 20"),
     ],
 )
 def test_locked_items_that_break_a_constraint_raise_plan_infeasible_naming_it(
@@ -179,6 +178,25 @@ def test_locked_items_that_break_a_constraint_raise_plan_infeasible_naming_it(
             min_batch=20,
             locked=locked,
         )
+
+
+def test_a_locked_item_below_the_minimum_batch_is_kept_as_it_was_locked() -> None:
+    cells = [CellSpec("dry", (FLOOR_DRY,), weight=10.0, n0=0, failure_rate=0.2)]
+
+    result = allocate(
+        cells=cells,
+        sites=[site("rotterdam-dc", {FLOOR_DRY}, capacity=50)],
+        budget=Budget(episodes=999),
+        f_inf=0.0,
+        b=0.5,
+        stageable_values=STAGEABLE,
+        value_labels=LABELS,
+        min_batch=20,
+        locked=[LockedItem(0, 0, 5)],
+    )
+
+    kept = [a for a in result.allocations if a.locked]
+    assert [(a.cell, a.site, a.episodes) for a in kept] == [(0, 0, 5)]
 
 
 def test_site_override_of_stageable_values_makes_a_cell_presentable_there_only() -> None:

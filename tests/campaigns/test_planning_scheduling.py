@@ -1,8 +1,11 @@
-"""Scheduling core: time zones across DST, splitting, travel days, locks, reasons, properties."""
+"""Scheduling core: time zones across DST, splitting, travel days, locks, reasons, site
+capacity per day, properties."""
 
 from __future__ import annotations
 
 import itertools
+import re
+from collections import defaultdict
 from dataclasses import replace
 from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -199,6 +202,154 @@ def test_validator_reports_a_visit_moved_outside_its_window() -> None:
     assert any("outside site amsterdam-dc's access windows" in msg for msg in problems)
 
 
+# --- site capacity per day ------------------------------------------------------------
+
+CAPACITY_REASON = "site capacity full on its open days"
+
+
+def site_minutes_per_day(result: ScheduleResult) -> dict[tuple[int, date], float]:
+    out: dict[tuple[int, date], float] = defaultdict(float)
+    for p in result.placements:
+        out[p.site, p.date] += p.hours * 60
+    return dict(out)
+
+
+def test_two_teams_never_put_more_than_the_site_capacity_on_one_day() -> None:
+    # 400 + 400 minutes: uncapped, each team takes its task on the first day (800 minutes).
+    tasks = [Task(k, site=0, embodiment=e, hours=400 / 60) for k, e in (("a", 1), ("b", 2))]
+    teams = [team("t1", embodiments={1}), team("t2", embodiments={2})]
+    capped = replace(AMSTERDAM, minutes_per_day=300)
+    d0, d1 = date(2025, 6, 2), date(2025, 6, 3)
+
+    free = run(tasks, [AMSTERDAM], teams, start=d0, days=2)
+    result = run(tasks, [capped], teams, start=d0, days=2)
+
+    assert site_minutes_per_day(free) == {(0, d0): pytest.approx(800)}
+    assert site_minutes_per_day(result) == {
+        (0, d0): pytest.approx(300),
+        (0, d1): pytest.approx(300),
+    }
+    assert [(u.task, u.hours, u.reason) for u in result.unscheduled] == [
+        ("b", pytest.approx(200 / 60), CAPACITY_REASON)
+    ]
+
+
+def test_remainder_goes_to_later_days_when_the_horizon_has_room() -> None:
+    tasks = [Task(k, site=0, embodiment=1, hours=400 / 60) for k in ("a", "b")]
+    capped = replace(AMSTERDAM, minutes_per_day=300)
+
+    result = run(tasks, [capped], [team("t1"), team("t2")], start=date(2025, 6, 2), days=5)
+
+    per_day = site_minutes_per_day(result)
+    assert max(per_day.values()) <= 300
+    assert sum(per_day.values()) == pytest.approx(800)
+    assert result.unscheduled == []
+
+
+def test_a_task_split_across_two_windows_of_one_day_counts_both_against_the_capacity() -> None:
+    two_windows = tuple(
+        w
+        for d in range(7)
+        for w in (AccessWindow(d, time(8), time(11)), AccessWindow(d, time(13), time(16)))
+    )
+    site = ScheduleSite("split", 52.37, 4.90, "Europe/Amsterdam", two_windows, minutes_per_day=240)
+    tasks = [Task("t", site=0, embodiment=1, hours=6.0)]
+
+    result = run(tasks, [site], [team()], start=date(2025, 6, 2), days=2)
+
+    assert [(p.date, p.local_start.time(), p.hours) for p in result.placements] == [
+        (date(2025, 6, 2), time(8), 3.0),
+        (date(2025, 6, 2), time(13), 1.0),
+        (date(2025, 6, 3), time(8), 2.0),
+    ]
+
+
+def test_minutes_other_rounds_hold_are_left_to_them() -> None:
+    d0, d1, d2 = date(2025, 6, 2), date(2025, 6, 3), date(2025, 6, 4)
+    # 450 of 480 held on the first day leaves less than the one-hour minimum visit.
+    site = replace(AMSTERDAM, minutes_per_day=480, minutes_used={d0: 450, d1: 300, d2: 900})
+    tasks = [Task("t", site=0, embodiment=1, hours=5.0)]
+
+    result = run(tasks, [site], [team()], start=d0, days=4)
+
+    assert [(p.date, p.hours) for p in result.placements] == [(d1, 3.0), (date(2025, 6, 5), 2.0)]
+
+
+def test_locked_visits_use_the_site_capacity_before_other_work() -> None:
+    d0 = date(2025, 6, 2)
+    lock = LockedPlacement(team="t1", date=d0, start=time(8))
+    tasks = [
+        Task("locked", site=0, embodiment=1, hours=4.0, locked=lock),
+        Task("free", site=0, embodiment=1, hours=3.0),
+    ]
+    capped = replace(AMSTERDAM, minutes_per_day=300)
+
+    result = run(tasks, [capped], [team("t1"), team("t2")], start=d0, days=3)
+
+    free = [(p.date, p.hours) for p in result.placements if p.task == "free"]
+    assert free == [(d0, 1.0), (date(2025, 6, 3), 2.0)]
+    assert max(site_minutes_per_day(result).values()) <= 300
+
+
+def test_locked_visit_over_what_the_site_has_left_raises_naming_site_date_and_minutes() -> None:
+    day = date(2026, 12, 8)
+    rotterdam = ScheduleSite(
+        "rotterdam-dc",
+        51.92,
+        4.48,
+        "Europe/Amsterdam",
+        EVERY_DAY,
+        minutes_per_day=480,
+        minutes_used={day: 360},
+    )
+    lock = LockedPlacement(team="t1", date=day, start=time(9))
+    tasks = [Task("x", site=0, embodiment=1, hours=5.0, locked=lock)]
+
+    with pytest.raises(PlanInfeasible) as raised:
+        schedule(tasks=tasks, sites=[rotterdam], teams=[team()], start=day, days=3)
+
+    assert str(raised.value) == (
+        "site 'rotterdam-dc' has 120 of 480 work minutes left on 2026-12-08; "
+        "locked task 'x' needs 300"
+    )
+
+
+def test_two_locked_visits_that_together_overfill_a_site_day_raise() -> None:
+    d0 = date(2025, 6, 2)
+    tasks = [
+        Task("first", site=0, embodiment=1, hours=3.0, locked=LockedPlacement("t1", d0, time(8))),
+        Task("second", site=0, embodiment=1, hours=3.0, locked=LockedPlacement("t2", d0, time(8))),
+    ]
+    capped = replace(AMSTERDAM, minutes_per_day=300)
+
+    with pytest.raises(PlanInfeasible, match=re.escape("has 120 of 300 work minutes left")):
+        schedule(tasks=tasks, sites=[capped], teams=[team("t1"), team("t2")], start=d0, days=2)
+
+
+def test_validator_reports_a_site_day_over_its_capacity() -> None:
+    tasks = [Task(k, site=0, embodiment=e, hours=400 / 60) for k, e in (("a", 1), ("b", 2))]
+    teams = [team("t1", embodiments={1}), team("t2", embodiments={2})]
+    result = run(tasks, [AMSTERDAM], teams, start=date(2025, 6, 2), days=1)
+    capped = replace(AMSTERDAM, minutes_per_day=900, minutes_used={date(2025, 6, 2): 200})
+
+    problems = validate_schedule(
+        result=result, tasks=tasks, sites=[capped], teams=teams, start=date(2025, 6, 2), days=1
+    )
+
+    assert problems == [
+        "site amsterdam-dc takes 800 work minutes on 2025-06-02 with 200 already used, "
+        "over its 900 per day"
+    ]
+
+
+@pytest.mark.parametrize(
+    "fields", [{"minutes_per_day": -1}, {"minutes_used": {date(2025, 6, 2): -5}}]
+)
+def test_negative_site_minutes_are_refused(fields: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="amsterdam-dc"):
+        replace(AMSTERDAM, **fields)  # type: ignore[arg-type]
+
+
 # --- property tests -------------------------------------------------------------------
 
 ZONES = ("Europe/Amsterdam", "Europe/London", "America/Chicago", "Asia/Tokyo", "UTC")
@@ -230,6 +381,14 @@ def scheduling_instances(draw: st.DrawFn) -> dict[str, object]:
                     st.sets(
                         st.sampled_from([START + timedelta(days=d) for d in range(14)]), max_size=3
                     )
+                )
+            ),
+            minutes_per_day=draw(st.one_of(st.none(), st.integers(0, 900))),
+            minutes_used=draw(
+                st.dictionaries(
+                    st.sampled_from([START + timedelta(days=d) for d in range(14)]),
+                    st.integers(0, 900),
+                    max_size=5,
                 )
             ),
         )
@@ -290,6 +449,10 @@ def test_every_schedule_respects_windows_bookings_hours_and_embodiments(
     for u in result.unscheduled:
         assert u.hours > 0
         assert u.reason
+    for u in result.unscheduled:
+        if u.reason == CAPACITY_REASON:
+            task = next(t for t in inst["tasks"] if t.key == u.task)  # type: ignore[attr-defined]
+            assert inst["sites"][task.site].minutes_per_day is not None  # type: ignore[index]
 
 
 def _independent_violations(result: ScheduleResult, inst: dict[str, object]) -> list[str]:
@@ -336,4 +499,8 @@ def _independent_violations(result: ScheduleResult, inst: dict[str, object]) -> 
     for (team_key, day), hours in load.items():
         if hours > teams[team_key].hours_per_day + 1e-9:
             out.append(f"team {team_key} over hours on {day}")
+    for (s, day), minutes in site_minutes_per_day(result).items():
+        cap = sites[s].minutes_per_day
+        if cap is not None and minutes + sites[s].minutes_used.get(day, 0) > cap + 1e-6:
+            out.append(f"site {sites[s].key} over capacity on {day}")
     return out

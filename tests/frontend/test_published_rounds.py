@@ -95,3 +95,26 @@ def test_calendar_event_url_opens_the_task_in_the_tablet_app(world_a, client_for
     assert re.match(r"^#\/task\/(\d+)(?:\/step\/(\d+))?", "#" + parts.fragment)
     assert f"Open in Fieldcraft: {url}" in str(events[0]["description"])
     assert "/field/tasks/" not in response.content.decode()
+
+
+@pytest.mark.parametrize("status", ["draft", "planned"])
+def test_customer_api_lists_no_round_target_or_task_until_the_round_is_published(
+    world_a, client_for, status
+):
+    round = _prepare_round(world_a, status)
+    viewer = client_for(world_a.viewer)
+    manager = client_for(world_a.manager)
+    routes = ("/api/rounds/", "/api/targets/", "/api/collection-tasks/")
+
+    before = {r: viewer.get(r).json()["results"] for r in routes}
+    detail = viewer.get(f"/api/rounds/{round.pk}/")
+    if status == "draft":
+        round_transition(round=round, to_status="planned")
+    round_publish(round=round)
+    after = {r: viewer.get(r).json()["results"] for r in routes}
+
+    assert all(rows == [] for rows in before.values())
+    assert detail.status_code == 404
+    assert all(manager.get(r).json()["results"] for r in routes)
+    assert [r["id"] for r in after["/api/rounds/"]] == [round.pk]
+    assert after["/api/targets/"] and after["/api/collection-tasks/"]
