@@ -43,6 +43,7 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
+	$(BIN)/lint-imports
 	@if [ -n "$$DATABASE_URL" ]; then $(BIN)/python manage.py makemigrations --check --dry-run; \
 	else $(BIN)/python -m config.embedded_db run -- $(BIN)/python manage.py makemigrations --check --dry-run; fi
 

@@ -59,10 +59,15 @@ class CustomerField(serializers.SlugRelatedField):
 
 
 class ScopedViewSetMixin:
-    """Querysets through ``visible_to``; new rows belong to the caller's organization."""
+    """Querysets through ``visible_to``; new rows belong to the caller's organization.
+
+    Writes are audited here as ``api_<verb>``, unless ``audited_by_service``: then the
+    serializer's service records its own event.
+    """
 
     request: Any
     base_queryset: Any
+    audited_by_service = False
 
     def get_queryset(self) -> models.QuerySet[Any]:
         return cast(models.QuerySet[Any], self.base_queryset.visible_to(self.request.user))
@@ -77,13 +82,15 @@ class ScopedViewSetMixin:
                 instance = serializer.save(organization=membership.organization)
             else:
                 instance = serializer.save()
-            _audit(self.request, "create", instance, serializer.validated_data)
+            if not self.audited_by_service:
+                _audit(self.request, "create", instance, serializer.validated_data)
 
     def perform_update(self, serializer: serializers.BaseSerializer) -> None:
         same_customer_check(serializer)
         with unique_violations_as_400(serializer.Meta.model):  # type: ignore[attr-defined]
             instance = serializer.save()
-            _audit(self.request, "update", instance, serializer.validated_data)
+            if not self.audited_by_service:
+                _audit(self.request, "update", instance, serializer.validated_data)
 
     def perform_destroy(self, instance: Any) -> None:
         from django.db.models import ProtectedError
@@ -261,10 +268,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 class ScopedModelViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
-    pass
-
-
-class ScopedReadOnlyViewSet(ScopedViewSetMixin, viewsets.ReadOnlyModelViewSet):
     pass
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.db import models, transaction
 from django.db.models import F, Q
@@ -50,8 +51,8 @@ def job_create(
 
 def job_enqueue(*, job: Job) -> None:
     """Send the job's task after commit (so the worker sees the row)."""
-    from config.celery import app
-
+    # The project's Celery app (config.celery) is the current one; accounts never imports config.
+    app = current_app
     kwargs = {"job_id": str(job.pk)}
 
     def send() -> None:
@@ -90,7 +91,8 @@ def job_claim(*, job_id: str) -> Job | None:
 
 @dataclass
 class JobContext:
-    """Handed to a service running inside a job: report progress, check for cancellation."""
+    """Handed to a service running inside a job: report progress, check for cancellation,
+    and extend the job's lease over a long phase. The one progress interface of the project."""
 
     job: Job
     _last_write: float = field(default=0.0)
@@ -121,6 +123,18 @@ class JobContext:
         Job.objects.filter(pk=self.job.pk).update(**fields)
         if Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists():
             raise JobCancelled("Cancelled at the user's request.")
+
+    def cancel_requested(self) -> bool:
+        """Whether someone asked the job to stop (a read only: safe inside a transaction)."""
+        return Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists()
+
+    def extend_lease(self, seconds: float) -> None:
+        """Tell the stale-job reaper that the next ``seconds`` may pass without progress."""
+        # A heartbeat in the future: the reaper re-dispatches jobs whose heartbeat is older
+        # than JOB_STALE_SECONDS, and a long statement writes none.
+        Job.objects.filter(pk=self.job.pk, status=Job.Status.RUNNING).update(
+            heartbeat_at=timezone.now() + timedelta(seconds=seconds)
+        )
 
 
 @contextmanager

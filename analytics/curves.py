@@ -20,11 +20,9 @@ How this module refines DESIGN.md ("Core computations"):
   the fit returns the prior curve with ``source="prior"`` and a sentence in ``reason``
   instead of an over-confident curve (zero failures would otherwise fit ``f = 0``
   everywhere, including in cells nobody evaluated).
-* **Cell-specific curves.** :func:`cell_curves` gives each cell its own amplitude ``a_c`` so
-  that its curve passes through its Beta-posterior failure rate at its current ``n`` while
-  sharing the pooled floor ``f_inf`` and exponent ``b``. A cell without trials gets
-  ``a_c = a`` exactly, so the DESIGN.md value of capture ``f(n) - f(n + k)`` is the special
-  case of no evidence. Steering and the planner use these to value more data in a cell.
+* **One formula.** The curve's rate, its gain ``f(n) - f(n + k)`` and the marginal live in
+  :mod:`campaigns.planning.gain` (the allocator needs them and imports only point down);
+  :class:`LearningCurve` evaluates them for the pooled parameters.
 """
 
 from __future__ import annotations
@@ -36,6 +34,8 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 from scipy import optimize, special
+
+from campaigns.planning.gain import curve_rate, power_gain
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -77,13 +77,11 @@ class LearningCurve:
 
     def rate(self, n: npt.ArrayLike) -> FloatArray:
         """Return the failure rate after ``n`` training episodes (vectorised, ``n >= 0``)."""
-        n_arr = np.asarray(n, dtype=np.float64)
-        return self.f_inf + self.a * np.power(n_arr + 1.0, -self.b)
+        return curve_rate(self.f_inf, self.a, self.b, n)
 
     def gain(self, n: npt.ArrayLike, k: npt.ArrayLike) -> FloatArray:
         """Return ``rate(n) - rate(n + k)``: the drop from ``k`` more episodes (concave in k)."""
-        n_arr = np.asarray(n, dtype=np.float64)
-        return _decay_fraction(self.b, n_arr, k) * (self.a * np.power(n_arr + 1.0, -self.b))
+        return power_gain(self.a, n, self.b, k)
 
 
 DEFAULT_PRIOR = LearningCurve(f_inf=0.002, a=0.5, b=0.5)
@@ -107,13 +105,6 @@ class CurveFit:
     n_failures: int
     log_likelihood: float
     reason: str = ""
-
-
-def _decay_fraction(b: float, n: FloatArray, k: npt.ArrayLike) -> FloatArray:
-    # 1 - ((n+1)/(n+1+k))^b via expm1/log1p: exact for tiny k/(n+1) where the naive form
-    # cancels to zero, so marginal values of one episode at large n stay positive.
-    k_arr = np.asarray(k, dtype=np.float64)
-    return -np.expm1(-b * np.log1p(k_arr / (n + 1.0)))
 
 
 def _as_counts(
@@ -286,55 +277,3 @@ def posterior_variance(alpha: npt.ArrayLike, beta: npt.ArrayLike) -> FloatArray:
     b_arr = np.asarray(beta, dtype=np.float64)
     total = a_arr + b_arr
     return a_arr * b_arr / (total * total * (total + 1.0))
-
-
-def credible_interval(
-    alpha: npt.ArrayLike, beta: npt.ArrayLike, level: float = 0.95
-) -> tuple[FloatArray, FloatArray]:
-    """Return the equal-tailed ``level`` credible interval ``(low, high)`` of a Beta.
-
-    Raises ValueError unless ``0 < level < 1``.
-    """
-    if not 0 < level < 1:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    tail = (1.0 - level) / 2.0
-    a_arr = np.asarray(alpha, dtype=np.float64)
-    b_arr = np.asarray(beta, dtype=np.float64)
-    low = special.betaincinv(a_arr, b_arr, tail)
-    high = special.betaincinv(a_arr, b_arr, 1.0 - tail)
-    return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
-
-
-def cell_curves(
-    fit: LearningCurve | CurveFit,
-    n: npt.ArrayLike,
-    trials: npt.ArrayLike,
-    successes: npt.ArrayLike,
-    strength: float = DEFAULT_PRIOR_STRENGTH,
-) -> FloatArray:
-    """Return per-cell amplitudes ``a_c`` whose curves pass through each posterior rate.
-
-    Cell ``c`` follows ``f_c(m) = f_inf + a_c * (m + 1) ** -b`` with the pooled ``f_inf``
-    and ``b``; ``a_c`` is chosen so that ``f_c(n_c)`` equals the Beta-posterior mean with
-    the pooled curve as prior (``strength`` pseudo-trials). A cell with no trials gets
-    ``a_c = a``. A cell whose posterior is below the floor gets ``a_c = 0``: more data is
-    not expected to help it, so its curve stays flat at ``f_inf``.
-    """
-    curve = fit.curve if isinstance(fit, CurveFit) else fit
-    n_arr, t_arr, s_arr = _as_counts(n, trials, successes)
-    alpha, beta = beta_posterior(t_arr, s_arr, curve.rate(n_arr), strength)
-    excess = np.maximum(posterior_mean(alpha, beta) - curve.f_inf, 0.0)
-    return excess * np.power(n_arr + 1.0, curve.b)
-
-
-def cell_gain(
-    curve: LearningCurve, amplitude: npt.ArrayLike, n: npt.ArrayLike, k: npt.ArrayLike
-) -> FloatArray:
-    """Return each cell's failure-rate drop from ``k`` more episodes on its own curve.
-
-    ``amplitude`` comes from :func:`cell_curves`; arrays broadcast. Concave and
-    non-decreasing in ``k >= 0``.
-    """
-    n_arr = np.asarray(n, dtype=np.float64)
-    level = np.asarray(amplitude, dtype=np.float64) * np.power(n_arr + 1.0, -curve.b)
-    return level * _decay_fraction(curve.b, n_arr, k)

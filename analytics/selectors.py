@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 from django.db.models import Sum
 
-from analytics.models import EvaluationResult, EvaluationRun
+from analytics.intervals import wilson_interval
+from analytics.models import CurveFitRecord, EvaluationResult, EvaluationRun, GapReport
 from sites.models import Deployment
 
+if TYPE_CHECKING:
+    from campaigns.models import Campaign
+
 PRODUCTION_WINDOW_DAYS = 28
-
-
-def wilson_interval(
-    successes: float, trials: float, z: float = 1.959963984540054
-) -> tuple[float, float]:
-    """Return the Wilson score interval for a binomial proportion (0..1 bounds)."""
-    if trials <= 0:
-        return (0.0, 1.0)
-    p = successes / trials
-    denom = 1 + z * z / trials
-    centre = (p + z * z / (2 * trials)) / denom
-    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
 
 
 @dataclass(frozen=True)
@@ -101,7 +91,7 @@ def deployments_reliability(*, deployments: list[Deployment]) -> dict[int, Relia
             )
             continue
         rate = successes / trials
-        low, high = wilson_interval(successes, trials)
+        low, high = (float(x) for x in wilson_interval(successes, trials))
         result[dep.pk] = Reliability(
             dep.pk,
             rate,
@@ -413,3 +403,23 @@ def customer_dashboard(
         "total_ipd": sum(r.interventions_per_day or 0 for r in reliability.values()),
         "target_ipd": sum(r.target_interventions_per_day for r in reliability.values()),
     }
+
+
+def gap_report_latest(*, campaign: Campaign) -> GapReport | None:
+    """Return the campaign's latest finished report."""
+    return (
+        GapReport.objects.filter(campaign=campaign, status=GapReport.Status.DONE)
+        .order_by("-finished_at")
+        .first()
+    )
+
+
+def latest_curves(*, campaign: Campaign, dimension_slugs: list[str]) -> CurveFitRecord | None:
+    """The latest refit over the same dimensions (what the gap engine and planner use)."""
+    return (
+        CurveFitRecord.objects.filter(
+            campaign=campaign, dimension_slugs=dimension_slugs, source="fitted"
+        )
+        .order_by("-created_at")
+        .first()
+    )

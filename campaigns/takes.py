@@ -30,7 +30,8 @@ from labeling.capture.takes import (
     takes_in_recording,
 )
 from labeling.models import Episode, Recording, RecordingSegment
-from labeling.recordings import recording_verdict_apply, stream_map_for
+from labeling.recordings import recording_verdict_apply
+from labeling.selectors import stream_map_for
 
 TASK_NAME = "campaigns.tasks.recording_takes"
 

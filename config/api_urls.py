@@ -12,9 +12,9 @@ from campaigns.apis import CampaignViewSet, CollectionTaskViewSet, FieldTeamView
 from campaigns.field.apis import FieldPhotoViewSet, FieldRecordViewSet, FieldTaskViewSet
 from campaigns.recordings import CollectionTaskRecordings, RecordingUploadViewSet
 from labeling.apis import DatasetViewSet, EpisodeViewSet, InventoryImportViewSet
+from labeling.exports.apis import DatasetExportViewSet
 from labeling.labels.apis import (
     AnnotationViewSet,
-    DatasetExportViewSet,
     GoldLabelViewSet,
     LabelAssignmentViewSet,
     LabelJobViewSet,

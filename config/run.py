@@ -85,11 +85,11 @@ def main() -> int:
     debug = env["DEBUG"].strip().lower() in TRUE
     server = None
     if not env.get("DATABASE_URL"):
-        from config.embedded_db import _server, database_url
+        from config.embedded_db import PGDATA, _server, database_url
 
         server = _server(cleanup_mode="stop")
         env["DATABASE_URL"] = database_url(server)
-        print(f"Embedded PostgreSQL running, data in {BASE_DIR / '.data' / 'postgres'}")
+        print(f"Embedded PostgreSQL running, data in {PGDATA}")
     manage = [sys.executable, str(BASE_DIR / "manage.py")]
     subprocess.check_call([*manage, "migrate", "--no-input", "-v", "0"], env=env)
     subprocess.check_call([*manage, "seed_demo"], env=env)

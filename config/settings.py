@@ -9,8 +9,8 @@ Environment:
     ANON_THROTTLE_RATE    API requests an anonymous address may make (default "60/min").
     NUM_PROXIES           reverse proxies in front that append to X-Forwarded-For (default 0).
     ALLOWED_HOSTS         comma-separated host names.
-    DATABASE_URL          postgres://... (set by `make run`/`make test` from the embedded server
-                          when not given).
+    DATABASE_URL          postgres://...; default: the embedded server in .data/postgres
+                          (FIELDCRAFT_PGDATA) that `make run` starts and manage.py joins.
     CELERY_BROKER_URL     redis://... or amqp://...; default: a filesystem broker under .data/.
     CELERY_TASK_ALWAYS_EAGER  "1" runs tasks in-process (tests).
     MEDIA_ROOT            where uploads and exports are stored (default .data/media).
@@ -23,6 +23,8 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+
+from config.embedded_db import settings_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("FIELDCRAFT_DATA_DIR", BASE_DIR / ".data"))
@@ -132,11 +134,9 @@ TEMPLATES = [
     }
 ]
 
-DATABASE_URL = os.environ.get("DATABASE_URL", "")
-if not DATABASE_URL:
-    # `make run` / `make test` start the embedded server and export DATABASE_URL; a bare
-    # `manage.py` call without it gets a clear message instead of a connection error.
-    DATABASE_URL = "postgres://postgres@127.0.0.1:5432/fieldcraft"
+# Without DATABASE_URL: the embedded server in .data/postgres, the one `make run` starts
+# (manage.py starts it for its command when it is not running), never another server.
+DATABASE_URL = settings_url(os.environ)
 DATABASES = {
     "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
 }
@@ -193,6 +193,7 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 50 * 1024 * 1024
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx and the field app read it to send X-CSRFToken
 X_FRAME_OPTIONS = "DENY"
+CSRF_FAILURE_VIEW = "frontend.views.base.csrf_failure"  # in the layout, says what to do
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if not DEBUG:

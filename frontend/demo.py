@@ -1274,7 +1274,8 @@ def demo_round(
     from pathlib import Path
 
     from analytics.models import GapReport
-    from analytics.services.gap import gap_report_build, gap_report_latest
+    from analytics.selectors import gap_report_latest
+    from analytics.services.gap import gap_report_build
     from analytics.services.planning import round_plan_from_gap
     from campaigns.models import CollectionTask
     from campaigns.services import round_transition

@@ -31,6 +31,7 @@ from labeling.exports.conversions import (
 )
 from labeling.exports.frames import Source
 from labeling.models import Episode, Recording, RecordingSegment
+from labeling.selectors import conversion_codec, stream_map_of
 from sites.models import Embodiment
 
 CONVERT_TASK = "labeling.tasks.recording_convert"
@@ -56,24 +57,6 @@ def source_of(episode: Episode) -> tuple[Recording, Source] | None:
         return None
     recording = next((r for r in recordings if r.status == Recording.Status.PASSED), recordings[0])
     return recording, Source(paths=[Path(recording.storage_path)], sha256=recording.sha256)
-
-
-def stream_map_of(embodiment: Embodiment, *, fps: float | None = None) -> StreamMap:
-    """The embodiment's stream map with the dataset fps fixed (as an export fixes it)."""
-    from labeling.recordings import stream_map_for
-
-    stream_map = stream_map_for(embodiment=embodiment)
-    rate = (
-        fps
-        or stream_map.fps
-        or max((c.fps or 0.0 for c in stream_map.cameras), default=0.0)
-        or embodiment.control_rate_hz
-    )
-    return stream_map.with_options(fps=rate)
-
-
-def codec() -> str:
-    return str(getattr(settings, "FIELDCRAFT_EXPORT_CODEC", "libsvtav1"))
 
 
 @dataclass
@@ -129,7 +112,7 @@ def _conversion_of(episode: Episode) -> tuple[Recording | None, Conversion | Non
     except StreamMappingError:
         return recording, None
     folder = conversion_folder(
-        Path(settings.MEDIA_ROOT), source.sha256, stream_map, codec(), source.window
+        Path(settings.MEDIA_ROOT), source.sha256, stream_map, conversion_codec(), source.window
     )
     return recording, stored_conversion(folder)
 
@@ -281,7 +264,7 @@ def episode_convert(*, episode: Episode) -> Conversion | None:
         paths=source.paths,
         sha256=source.sha256,
         stream_map=stream_map,
-        codec=codec(),
+        codec=conversion_codec(),
         media_root=Path(settings.MEDIA_ROOT),
         window=source.window,
     )

@@ -21,9 +21,8 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from accounts.services import JobFailed, job_create, job_running
-from labeling.capture.spec import CaptureSpec
-from labeling.capture.streams import StreamMap
 from labeling.models import Episode, Recording, RecordingUpload
+from labeling.selectors import capture_spec_for
 from sites.models import Embodiment
 
 MAX_RECORDING_BYTES = 50 * 1024**3
@@ -62,47 +61,6 @@ class UploadChunkTooLarge(UploadError):
 
 class UploadChunkMismatch(UploadError):
     """A chunk's body is not as long as its Content-Range says."""
-
-
-def embodiment_description(embodiment: Embodiment) -> dict[str, Any]:
-    """The embodiment as the Django-free capture code reads it (one description for the
-    capture spec and the stream map)."""
-    return {
-        "slug": embodiment.slug,
-        "control_rate_hz": embodiment.control_rate_hz,
-        "calibration_threshold": embodiment.calibration_threshold,
-        "state_topic": embodiment.state_topic,
-        "action_topic": embodiment.action_topic,
-        "action_source": embodiment.action_source,
-        "dataset_fps": embodiment.dataset_fps,
-        "gap_policy": embodiment.gap_policy,
-        "cameras": [
-            {
-                "name": c.name,
-                "fps": c.fps,
-                "topic": c.topic,
-                "clock_offset_ms": c.clock_offset_ms,
-                "width": c.width,
-                "height": c.height,
-            }
-            for c in embodiment.cameras.all()
-        ],
-        "action_dimensions": [
-            {"name": a.name, "unit": a.unit, "min": a.min_value, "max": a.max_value}
-            for a in embodiment.action_dimensions.all()
-        ],
-    }
-
-
-def capture_spec_for(*, embodiment: Embodiment, **tolerances: Any) -> CaptureSpec:
-    """Return the capture spec an embodiment's recordings must meet (cameras, joints, rates)."""
-    return CaptureSpec.from_embodiment(embodiment_description(embodiment), **tolerances)
-
-
-def stream_map_for(*, embodiment: Embodiment) -> StreamMap:
-    """Which recorded streams are the embodiment's state, action and cameras, and how
-    conversion puts them on one clock. Raises StreamMappingError (no action dimensions)."""
-    return StreamMap.from_embodiment(embodiment_description(embodiment))
 
 
 def _root(kind: str) -> Path:
@@ -264,9 +222,9 @@ def _finish(upload: RecordingUpload, actor: Any) -> Recording:
         RecordingUpload.objects.filter(pk=upload.pk).update(received=0)
         Path(upload.path).write_bytes(b"")
         raise UploadError(
-            f"sha256: bytes 0-{upload.size - 1} (all {upload.size:,} received) hash to "
-            f"{digest.hexdigest()[:12]}…, not {upload.sha256[:12]}…; the upload was reset to "
-            "byte 0, send the file again from offset 0"
+            f"sha256: {upload.filename}, bytes 0-{upload.size - 1} (all {upload.size:,} "
+            f"received) hash to {digest.hexdigest()[:12]}…, not {upload.sha256[:12]}…; the "
+            "upload was reset to byte 0, send the file again from offset 0"
         )
     target = _root("recordings") / upload.sha256[:2] / f"{upload.sha256}.mcap"
     target.parent.mkdir(parents=True, exist_ok=True)

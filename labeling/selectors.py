@@ -8,12 +8,16 @@ column) and only then expand the few distinct sets into their values.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from django.conf import settings
 from django.db import connection
 from django.db.models import Count, QuerySet, Sum
 
+from labeling.capture.spec import CaptureSpec
+from labeling.capture.streams import StreamMap
 from labeling.models import Dataset
-from sites.models import Site
+from sites.models import Embodiment, Site
 
 
 @dataclass
@@ -153,3 +157,64 @@ def datasets_with_totals(queryset: QuerySet[Dataset]) -> QuerySet[Dataset]:
         n_episodes=Sum("episodes__episode_count"),
         n_frames=Sum("episodes__frames"),
     )
+
+
+# --- what the Django-free capture code reads of an embodiment ---------------------------
+
+
+def embodiment_description(embodiment: Embodiment) -> dict[str, Any]:
+    """The embodiment as the Django-free capture code reads it (one description for the
+    capture spec and the stream map)."""
+    return {
+        "slug": embodiment.slug,
+        "control_rate_hz": embodiment.control_rate_hz,
+        "calibration_threshold": embodiment.calibration_threshold,
+        "state_topic": embodiment.state_topic,
+        "action_topic": embodiment.action_topic,
+        "action_source": embodiment.action_source,
+        "dataset_fps": embodiment.dataset_fps,
+        "gap_policy": embodiment.gap_policy,
+        "cameras": [
+            {
+                "name": c.name,
+                "fps": c.fps,
+                "topic": c.topic,
+                "clock_offset_ms": c.clock_offset_ms,
+                "width": c.width,
+                "height": c.height,
+            }
+            for c in embodiment.cameras.all()
+        ],
+        "action_dimensions": [
+            {"name": a.name, "unit": a.unit, "min": a.min_value, "max": a.max_value}
+            for a in embodiment.action_dimensions.all()
+        ],
+    }
+
+
+def capture_spec_for(*, embodiment: Embodiment, **tolerances: Any) -> CaptureSpec:
+    """Return the capture spec an embodiment's recordings must meet (cameras, joints, rates)."""
+    return CaptureSpec.from_embodiment(embodiment_description(embodiment), **tolerances)
+
+
+def stream_map_for(*, embodiment: Embodiment) -> StreamMap:
+    """Which recorded streams are the embodiment's state, action and cameras, and how
+    conversion puts them on one clock. Raises StreamMappingError (no action dimensions)."""
+    return StreamMap.from_embodiment(embodiment_description(embodiment))
+
+
+def stream_map_of(embodiment: Embodiment, *, fps: float | None = None) -> StreamMap:
+    """The embodiment's stream map with the dataset fps fixed (as an export fixes it)."""
+    stream_map = stream_map_for(embodiment=embodiment)
+    rate = (
+        fps
+        or stream_map.fps
+        or max((c.fps or 0.0 for c in stream_map.cameras), default=0.0)
+        or embodiment.control_rate_hz
+    )
+    return stream_map.with_options(fps=rate)
+
+
+def conversion_codec() -> str:
+    """The video codec of stored conversions (the player's and the export's)."""
+    return str(getattr(settings, "FIELDCRAFT_EXPORT_CODEC", "libsvtav1"))

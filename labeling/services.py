@@ -16,7 +16,6 @@ from django.utils.text import get_valid_filename
 
 from accounts.models import Job, Organization
 from accounts.services import (
-    JobContext,
     JobFailed,
     job_cancel,
     job_create,
@@ -85,8 +84,6 @@ def inventory_import_start(
     map_pairs = _pairs(mapping, what="mapping", label=label)
     set_pairs = _pairs(sets, what="--set", label=label)
 
-    import labeling.tasks  # noqa: F401  (registers the task for eager and worker runs)
-
     with transaction.atomic():
         job = job_create(
             organization=organization,
@@ -117,33 +114,6 @@ def inventory_import_start(
     return record
 
 
-class _JobReporter:
-    """Progress through the job; cancellation read without writing (safe inside a transaction)."""
-
-    def __init__(self, ctx: JobContext) -> None:
-        self.ctx = ctx
-
-    def progress(
-        self,
-        done: int,
-        total: int | None = None,
-        message: str | None = None,
-        *,
-        force: bool = False,
-    ) -> None:
-        self.ctx.progress(done, total, message, force=force)
-
-    def cancel_requested(self) -> bool:
-        return Job.objects.filter(pk=self.ctx.job.pk, cancel_requested=True).exists()
-
-    def extend_lease(self, seconds: float) -> None:
-        # A heartbeat in the future: the reaper re-dispatches jobs whose heartbeat is older
-        # than JOB_STALE_SECONDS, and a long statement writes none.
-        Job.objects.filter(pk=self.ctx.job.pk, status=Job.Status.RUNNING).update(
-            heartbeat_at=timezone.now() + timedelta(seconds=seconds)
-        )
-
-
 def inventory_import_run(*, job_id: str) -> None:
     """Run a queued import (the Celery task calls this). Idempotent: a re-delivered task
     finds the job claimed or finished and does nothing; a re-run after a crash starts over
@@ -171,7 +141,7 @@ def inventory_import_run(*, job_id: str) -> None:
             import_id=record.pk,
         )
         try:
-            summary = run_import(request, _JobReporter(ctx))
+            summary = run_import(request, ctx)
         except ImportFailed as exc:
             InventoryImport.objects.filter(pk=record.pk).update(
                 summary={"problems_total": exc.total}

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.db import transaction
 from rest_framework import serializers
 
-from accounts.apis import CustomerField, LocalTimeField, ScopedModelViewSet, ScopedRelatedField
+from accounts.apis import (
+    Conflict,
+    CustomerField,
+    LocalTimeField,
+    ScopedModelViewSet,
+    ScopedRelatedField,
+)
 from accounts.models import Role
 from accounts.pagination import LargeListPagination
 from accounts.permissions import FIELD_ROLES
@@ -25,6 +33,17 @@ from sites.models import (
     Site,
     Task,
 )
+from sites.services import (
+    ConditionError,
+    DuplicateChild,
+    RigInUse,
+    deployment_create,
+    deployment_update,
+    embodiment_create,
+    embodiment_update,
+    site_create,
+    site_update,
+)
 from sites.validators import validate_time_zone
 
 
@@ -33,11 +52,28 @@ class ActionDimensionSerializer(serializers.ModelSerializer):
         model = ActionDimension
         fields = ["id", "order", "name", "unit", "min_value", "max_value"]
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        low, high = attrs.get("min_value"), attrs.get("max_value")
+        if low is not None and high is not None and high <= low:
+            raise serializers.ValidationError(
+                {"max_value": f"Must be above min_value ({low:g}); got {high:g}."}
+            )
+        return attrs
+
 
 class CameraSerializer(serializers.ModelSerializer):
     class Meta:
         model = Camera
         fields = ["id", "name", "mount", "width", "height", "fps", "topic", "clock_offset_ms"]
+
+
+@contextmanager
+def duplicates_as_400() -> Iterator[None]:
+    """A list given with two rows of one name is the client's to fix: 400 on that list."""
+    try:
+        yield
+    except DuplicateChild as exc:
+        raise serializers.ValidationError({exc.field: str(exc)}) from exc
 
 
 class EmbodimentSerializer(serializers.ModelSerializer):
@@ -65,34 +101,32 @@ class EmbodimentSerializer(serializers.ModelSerializer):
             "cameras",
         ]
 
-    @transaction.atomic
     def create(self, validated_data: dict[str, Any]) -> Embodiment:
-        dims = validated_data.pop("action_dimensions", [])
-        cams = validated_data.pop("cameras", [])
-        embodiment = Embodiment.objects.create(**validated_data)
-        ActionDimension.objects.bulk_create(
-            [ActionDimension(embodiment=embodiment, **d) for d in dims]
-        )
-        Camera.objects.bulk_create([Camera(embodiment=embodiment, **c) for c in cams])
-        return embodiment
-
-    @transaction.atomic
-    def update(self, instance: Embodiment, validated_data: dict[str, Any]) -> Embodiment:
-        dims = validated_data.pop("action_dimensions", None)
-        cams = validated_data.pop("cameras", None)
-        instance = super().update(instance, validated_data)
-        if dims is not None:
-            instance.action_dimensions.all().delete()
-            ActionDimension.objects.bulk_create(
-                [ActionDimension(embodiment=instance, **d) for d in dims]
+        with duplicates_as_400():
+            return embodiment_create(
+                organization=validated_data.pop("organization"),
+                actor=self.context["request"].user,
+                action_dimensions=validated_data.pop("action_dimensions", []),
+                cameras=validated_data.pop("cameras", []),
+                fields=validated_data,
             )
-        if cams is not None:
-            instance.cameras.all().delete()
-            Camera.objects.bulk_create([Camera(embodiment=instance, **c) for c in cams])
-        return instance
+
+    def update(self, instance: Embodiment, validated_data: dict[str, Any]) -> Embodiment:
+        try:
+            with duplicates_as_400():
+                return embodiment_update(
+                    embodiment=instance,
+                    actor=self.context["request"].user,
+                    action_dimensions=validated_data.pop("action_dimensions", None),
+                    cameras=validated_data.pop("cameras", None),
+                    fields=validated_data,
+                )
+        except RigInUse as exc:
+            raise Conflict(str(exc)) from exc
 
 
 class EmbodimentViewSet(ScopedModelViewSet):
+    audited_by_service = True
     base_queryset = Embodiment.objects.prefetch_related("action_dimensions", "cameras")
     serializer_class = EmbodimentSerializer
     filterset_fields = ["slug", "morphology", "end_effector"]
@@ -140,26 +174,29 @@ class SiteSerializer(serializers.ModelSerializer):
     def validate_timezone(self, value: str) -> str:
         return validate_time_zone(value)
 
-    @transaction.atomic
     def create(self, validated_data: dict[str, Any]) -> Site:
-        windows = validated_data.pop("access_windows", [])
-        presents = validated_data.pop("presents", [])
-        site = Site.objects.create(**validated_data)
-        AccessWindow.objects.bulk_create([AccessWindow(site=site, **w) for w in windows])
-        site.presents.set(presents)
-        return site
+        with duplicates_as_400():
+            return site_create(
+                organization=validated_data.pop("organization"),
+                actor=self.context["request"].user,
+                access_windows=validated_data.pop("access_windows", []),
+                presents=validated_data.pop("presents", []),
+                fields=validated_data,
+            )
 
-    @transaction.atomic
     def update(self, instance: Site, validated_data: dict[str, Any]) -> Site:
-        windows = validated_data.pop("access_windows", None)
-        instance = super().update(instance, validated_data)
-        if windows is not None:
-            instance.access_windows.all().delete()
-            AccessWindow.objects.bulk_create([AccessWindow(site=instance, **w) for w in windows])
-        return instance
+        with duplicates_as_400():
+            return site_update(
+                site=instance,
+                actor=self.context["request"].user,
+                access_windows=validated_data.pop("access_windows", None),
+                presents=validated_data.pop("presents", None),
+                fields=validated_data,
+            )
 
 
 class SiteViewSet(ScopedModelViewSet):
+    audited_by_service = True
     base_queryset = Site.objects.select_related("customer").prefetch_related(
         "access_windows", "presents"
     )
@@ -219,34 +256,37 @@ class DeploymentSerializer(serializers.ModelSerializer):
             raise serializers.ValidationError("Must be strictly between 0 and 1, e.g. 0.999.")
         return value
 
-    def _save_profile(self, deployment: Deployment, profile: list[dict[str, Any]] | None) -> None:
-        if profile is None:
-            return
-        from sites.services import ConditionError, deployment_profile_set
-
+    def create(self, validated_data: dict[str, Any]) -> Deployment:
+        profile = validated_data.pop("condition_profile", None)
         try:
-            deployment_profile_set(
-                deployment=deployment, shares={p["value"].pk: p["share"] for p in profile}
+            return deployment_create(
+                organization=validated_data.pop("organization"),
+                actor=self.context["request"].user,
+                condition_profile=_shares(profile),
+                fields=validated_data,
             )
         except ConditionError as exc:
             raise serializers.ValidationError({"condition_profile": str(exc)}) from exc
 
-    @transaction.atomic
-    def create(self, validated_data: dict[str, Any]) -> Deployment:
-        profile = validated_data.pop("condition_profile", None)
-        deployment = Deployment.objects.create(**validated_data)
-        self._save_profile(deployment, profile)
-        return deployment
-
-    @transaction.atomic
     def update(self, instance: Deployment, validated_data: dict[str, Any]) -> Deployment:
         profile = validated_data.pop("condition_profile", None)
-        instance = super().update(instance, validated_data)
-        self._save_profile(instance, profile)
-        return instance
+        try:
+            return deployment_update(
+                deployment=instance,
+                actor=self.context["request"].user,
+                condition_profile=_shares(profile),
+                fields=validated_data,
+            )
+        except ConditionError as exc:
+            raise serializers.ValidationError({"condition_profile": str(exc)}) from exc
+
+
+def _shares(profile: list[dict[str, Any]] | None) -> dict[int, float] | None:
+    return None if profile is None else {p["value"].pk: p["share"] for p in profile}
 
 
 class DeploymentViewSet(ScopedModelViewSet):
+    audited_by_service = True
     base_queryset = Deployment.objects.select_related("customer").prefetch_related(
         "condition_profile"
     )

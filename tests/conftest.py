@@ -32,10 +32,10 @@ def _media_in_tmp(settings: Any, tmp_path_factory: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def _side_connections_closed() -> Iterator[None]:
-    """Work beside a gap report keeps its threads' connections; close them after each test,
+    """Work beside the request keeps its threads' connections; close them after each test,
     or the test database could not be dropped at the end."""
     yield
-    from analytics.services.gap_inputs import beside_close
+    from accounts.beside import beside_close
 
     beside_close()
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from datetime import date, time
+from datetime import date, time, timedelta
 from typing import Any
 
 import factory
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
 from accounts.models import Job, Membership, Organization, Role
 from analytics.models import (
@@ -152,6 +153,7 @@ class World:
 
 
 def build_world(tag: str) -> World:
+    today = timezone.localdate()
     operator = Organization.objects.create(
         slug=f"ops-{tag}", name=f"Operator {tag.upper()}", kind="operator"
     )
@@ -226,8 +228,9 @@ def build_world(tag: str) -> World:
         name=f"Campaign {tag.upper()}",
         task=task,
         reliability_goal=0.999,
-        start_date=date(2026, 11, 1),
-        end_date=date(2027, 3, 1),
+        # Around today, so the world's campaign is current whatever day the suite runs.
+        start_date=today - timedelta(days=30),
+        end_date=today + timedelta(days=120),
     )
     campaign.embodiments.set([embodiment])
     campaign.deployments.set([deployment])
@@ -247,7 +250,7 @@ def build_world(tag: str) -> World:
         site=site,
         embodiment=embodiment,
         team=team,
-        scheduled_date=date(2026, 12, 1),
+        scheduled_date=today,
         status=CollectionTask.Status.PUBLISHED,
     )
     policy = PolicyVersion.objects.create(
@@ -285,10 +288,6 @@ def build_world(tag: str) -> World:
         ),
         summary={"episodes": 1, "frames": 100, "rows": 1},
     )
-    from datetime import timedelta
-
-    from django.utils import timezone
-
     share = DashboardShare.objects.create(
         organization=operator,
         customer=customer,

@@ -12,7 +12,8 @@ How this refines DESIGN.md ("Core computations"):
 * **Cell-specific value of capture.** DESIGN.md values ``k`` more episodes with the pooled
   curve, ``cycles * p * (f(n) - f(n + k))``, which ignores what was observed in the cell.
   Here each cell gets its own curve through its posterior failure rate ``f(c)`` with the
-  pooled floor ``f_inf`` and exponent ``b`` (see :func:`analytics.curves.cell_curves`)::
+  pooled floor ``f_inf`` and exponent ``b`` (:attr:`GapCells.amplitude`; the gain is
+  :func:`campaigns.planning.gain.gain`)::
 
       avoided(c, k) = cycles * p * (f(c) - f_inf)^+ * (1 - ((n + 1) / (n + 1 + k)) ** b)
       priority(c)   = avoided(c, 1)

@@ -16,14 +16,14 @@ from analytics.curves import (
     CurveFit,
     LearningCurve,
     beta_posterior,
-    cell_gain,
-    credible_interval,
     fit_learning_curve,
     log_likelihood,
     posterior_mean,
     posterior_variance,
 )
 from analytics.gap.divergence import js_divergence, psi
+from analytics.intervals import credible_interval
+from campaigns.planning.gain import amplitude_from_level, gain
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -259,11 +259,11 @@ class GapResult:
 def _avoided(
     inputs: GapInputs, curve: LearningCurve, excess: FloatArray, k: FloatArray
 ) -> FloatArray:
-    p, n = inputs.target_share, inputs.train_count
-    # excess * (n+1)^b is the cell amplitude a_c, so this is cycles * p * a_c * ((n+1)^-b -
-    # (n+1+k)^-b) without forming (n+1)^b and its inverse.
-    level = excess * np.power(n + 1.0, curve.b)
-    return inputs.cycles_per_day * p * cell_gain(curve, level, n, k)
+    # The excess is the cell curve's level at its n: cycles * p * a_c * ((n+1)^-b - (n+1+k)^-b)
+    # without forming the amplitude a_c = excess * (n+1)^b and its inverse.
+    return (
+        inputs.cycles_per_day * inputs.target_share * gain(excess, inputs.train_count, curve.b, k)
+    )
 
 
 def _resolve_fit(inputs: GapInputs) -> CurveFit:
@@ -320,7 +320,7 @@ def compute_gap(inputs: GapInputs) -> GapResult:
     weight = cycles * p
     excess = np.maximum(rate - curve.f_inf, 0.0)
     priority = _avoided(inputs, curve, excess, np.ones_like(n))
-    amplitude = excess * np.power(n + 1.0, curve.b)
+    amplitude = amplitude_from_level(excess, n, curve.b)
 
     cells = GapCells(
         target_share=p,

@@ -11,12 +11,12 @@ import pyarrow.compute as pc
 from django.db import connection, transaction
 from django.utils import timezone
 
+from accounts.beside import Beside
 from accounts.services import JobContext, audit_record, job_create, job_running
 from analytics.gap import Dimension, GapInputs, compute_gap, domain_classifier_auc, top_gaps
 from analytics.models import GapCell, GapReport
 from analytics.services.gap_inputs import (
     UNKNOWN,
-    Beside,
     CampaignInputs,
     campaign_inputs,
     feature_samples,
@@ -117,7 +117,7 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
     # Use the latest learning-curve refit over the same dimensions when there is one
     # (refitted after every evaluation import); else the engine fits from these cells.
     from analytics.curves import LearningCurve
-    from analytics.services.steering import latest_curves
+    from analytics.selectors import latest_curves
 
     refit = latest_curves(
         campaign=campaign, dimension_slugs=[d.slug for d in inputs.space.dimensions]
@@ -372,12 +372,3 @@ def _copy_escape(values: pa.Array) -> pa.Array:
     for raw, escaped in (("\\", "\\\\"), ("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r")):
         values = pc.replace_substring(values, raw, escaped)
     return values
-
-
-def gap_report_latest(*, campaign: Campaign) -> GapReport | None:
-    """Return the campaign's latest finished report."""
-    return (
-        GapReport.objects.filter(campaign=campaign, status=GapReport.Status.DONE)
-        .order_by("-finished_at")
-        .first()
-    )

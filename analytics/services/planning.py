@@ -6,7 +6,7 @@ from datetime import date
 from typing import Any
 
 from analytics.models import GapCell, GapReport
-from analytics.services.gap import gap_report_latest
+from analytics.selectors import gap_report_latest
 from campaigns.models import CollectionRound
 from campaigns.services.plan import PlanCell, PlanRequest, round_plan
 

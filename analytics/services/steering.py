@@ -17,6 +17,7 @@ from analytics.models import (
     PolicyVersion,
     RoundImpactReport,
 )
+from analytics.selectors import gap_report_latest
 from analytics.services.gap_inputs import UNKNOWN, DimensionSpace
 from analytics.steering.learning import EvaluationRows, fit_curve_set
 from campaigns.models import Campaign, CollectionRound
@@ -26,11 +27,7 @@ Key = tuple[int, ...]
 
 def _space(campaign: Campaign) -> DimensionSpace:
     """The campaign's cells: the dimensions of its latest gap report (all, without one)."""
-    latest = (
-        GapReport.objects.filter(campaign=campaign, status=GapReport.Status.DONE)
-        .order_by("-finished_at")
-        .first()
-    )
+    latest = gap_report_latest(campaign=campaign)
     slugs = latest.dimension_slugs if latest and latest.dimension_slugs else None
     return DimensionSpace.build(organization_id=campaign.organization_id, slugs=slugs)
 
@@ -187,17 +184,6 @@ def curves_refit_for_run(*, run_id: int) -> list[CurveFitRecord]:
     if run.deployment_id:
         campaigns = campaigns.filter(deployments=run.deployment_id)
     return [curves_refit(campaign=c) for c in campaigns.distinct()]
-
-
-def latest_curves(*, campaign: Campaign, dimension_slugs: list[str]) -> CurveFitRecord | None:
-    """The latest refit over the same dimensions (what the gap engine and planner use)."""
-    return (
-        CurveFitRecord.objects.filter(
-            campaign=campaign, dimension_slugs=dimension_slugs, source="fitted"
-        )
-        .order_by("-created_at")
-        .first()
-    )
 
 
 # ------------------------------------------------------------------ round impact
@@ -377,7 +363,7 @@ def _site_impact(
     dep_ids: list[int],
     round: CollectionRound,
 ) -> list[dict[str, Any]]:
-    from analytics.steering.intervals import wilson_interval
+    from analytics.intervals import wilson_interval
     from sites.models import Site
 
     b = _outcomes(before, space, dep_ids, by_site=True)
@@ -439,7 +425,6 @@ def next_round_recommendation(
     projection to the reliability target, and what the planner needs to turn it into a plan.
     """
     from analytics.models import GapCell
-    from analytics.services.gap import gap_report_latest
     from analytics.steering.economics import project_campaign
     from analytics.steering.recommend import CellInput, recommend
     from campaigns.selectors import campaign_remaining

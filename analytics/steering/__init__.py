@@ -2,8 +2,8 @@
 
 Django-free numerical core over numpy arrays (services feed it data and store results):
 
-* :mod:`.intervals` — Wilson and Beta intervals, Newcombe's interval for a change, trials to
-  demonstrate a reliability target.
+* :mod:`analytics.intervals` (their one home, re-exported here) — Wilson and Beta
+  intervals, Newcombe's interval for a change, trials to demonstrate a reliability target.
 * :mod:`.impact` — round impact per cell or (cell, site) row, difference in differences of
   cells that got data against cells that did not, plain-language summaries per group.
 * :mod:`.learning` — refit the pooled learning curve and per-cell amplitude multipliers
@@ -17,6 +17,13 @@ Django-free numerical core over numpy arrays (services feed it data and store re
   importing the strategies never imports the simulator that holds the hidden truth.)
 """
 
+from analytics.intervals import (
+    beta_interval,
+    difference_interval,
+    trials_to_demonstrate,
+    wilson_interval,
+    zero_failure_trials,
+)
 from analytics.steering.economics import (
     CampaignProjection,
     Demonstration,
@@ -37,13 +44,6 @@ from analytics.steering.impact import (
     round_impact,
     summarise_impact,
 )
-from analytics.steering.intervals import (
-    beta_interval,
-    difference_interval,
-    trials_to_demonstrate,
-    wilson_interval,
-    zero_failure_trials,
-)
 from analytics.steering.learning import CurveSet, EvaluationRows, fit_curve_set
 from analytics.steering.recommend import (
     CellInput,
@@ -56,7 +56,8 @@ from analytics.steering.recommend import (
     parse_request,
     recommend,
 )
-from analytics.steering.waterfill import power_gain, waterfill
+from analytics.steering.waterfill import waterfill
+from campaigns.planning.gain import power_gain
 
 __all__ = [
     "CampaignProjection",

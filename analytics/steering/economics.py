@@ -10,7 +10,7 @@ interpolated inside the round where it is crossed — or why it is not reached.
 
 The demonstration figures answer "how would we know": the evaluation trials that show the
 target at 95% confidence (zero failures in 2,995 trials for 99.9%, more if a failure or two
-is allowed, :func:`analytics.steering.intervals.trials_to_demonstrate`) and the chance that
+is allowed, :func:`analytics.intervals.trials_to_demonstrate`) and the chance that
 a policy at its expected reliability after the next round passes such a run (a policy
 exactly at the target passes only 5% of the time: demonstrating needs headroom).
 """
@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from analytics.steering.intervals import trials_to_demonstrate
+from analytics.intervals import trials_to_demonstrate
 from analytics.steering.learning import CurveSet
 from analytics.steering.text import format_count, format_rate
 from analytics.steering.waterfill import waterfill

@@ -6,7 +6,7 @@ the episodes the round added to the row, and optionally the failure rate the cur
 predicted after the round (:func:`predicted_failure_rate`) and weights (target shares).
 
 * **Per row**: success before and after with 95% Wilson intervals; the change with
-  Newcombe's hybrid score interval (:func:`analytics.steering.intervals.difference_interval`);
+  Newcombe's hybrid score interval (:func:`analytics.intervals.difference_interval`);
   predicted success and change; realised minus predicted.
 * **Difference in differences**: cells that got data (>= 1 episode) against cells that did
   not, both evaluated before and after. Each group's success rate is a *fixed-weight* mean
@@ -32,7 +32,7 @@ from statistics import NormalDist
 import numpy as np
 import numpy.typing as npt
 
-from analytics.steering.intervals import difference_interval, wilson_interval
+from analytics.intervals import difference_interval, wilson_interval
 from analytics.steering.learning import CurveSet
 from analytics.steering.text import format_count, format_points, format_rate, rate_decimals
 

@@ -48,6 +48,7 @@ import numpy.typing as npt
 from scipy import optimize, special
 
 from analytics.curves import B_BOUNDS, CurveFit, LearningCurve, fit_learning_curve, log_likelihood
+from campaigns.planning.gain import curve_rate, level_from_amplitude, power_gain
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -197,18 +198,14 @@ class CurveSet:
         ``amplitude`` defaults to the posterior mean; pass a quantile or a draw instead.
         """
         amp = self.amplitude if amplitude is None else np.asarray(amplitude, dtype=np.float64)
-        n_arr = np.asarray(n, dtype=np.float64)
-        return np.minimum(self.f_inf + amp * np.power(n_arr + 1.0, -self.b), 1.0)
+        return np.minimum(curve_rate(self.f_inf, amp, self.b, n), 1.0)
 
     def gain(
         self, n: npt.ArrayLike, k: npt.ArrayLike, amplitude: npt.ArrayLike | None = None
     ) -> FloatArray:
         """Return each cell's failure-rate drop from ``k`` more episodes (concave in k)."""
         amp = self.amplitude if amplitude is None else np.asarray(amplitude, dtype=np.float64)
-        n_arr = np.asarray(n, dtype=np.float64)
-        k_arr = np.asarray(k, dtype=np.float64)
-        decay = -np.expm1(-self.b * np.log1p(k_arr / (n_arr + 1.0)))
-        return amp * np.power(n_arr + 1.0, -self.b) * decay
+        return power_gain(amp, n, self.b, k)
 
     def amplitude_quantile(self, level: float) -> FloatArray:
         """Return each cell's ``level`` posterior quantile of the amplitude ``a * m_c``.
@@ -245,7 +242,7 @@ class CurveSet:
 
 def _row_log_likelihood(curve: LearningCurve, rows: EvaluationRows, grid: FloatArray) -> FloatArray:
     """Return the binomial log-likelihood of every row at every grid multiplier (rows x grid)."""
-    level = curve.a * np.power(rows.train_count + 1.0, -curve.b)
+    level = level_from_amplitude(curve.a, rows.train_count, curve.b)
     rate = curve.f_inf + level[:, None] * np.exp(grid)[None, :]
     rate = np.clip(rate, _RATE_EPS, 1.0 - _RATE_EPS)
     failures = (rows.trials - rows.successes)[:, None]
@@ -271,7 +268,7 @@ def _cell_posteriors(
 
     # Truncation: the cell's rate at its current n must not exceed 1.
     if curve.a > 0:
-        level_now = curve.a * np.power(n_now + 1.0, -curve.b)
+        level_now = level_from_amplitude(curve.a, n_now, curve.b)
         allowed = curve.f_inf + level_now[:, None] * np.exp(grid)[None, :] <= 1.0
         allowed[:, 0] = True  # the floor multiplier is always possible
     else:

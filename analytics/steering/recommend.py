@@ -29,10 +29,11 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
-from analytics.steering.intervals import wilson_interval
+from analytics.intervals import wilson_interval
 from analytics.steering.learning import CurveSet, EvaluationRows, fit_curve_set
 from analytics.steering.text import format_count, format_interventions, format_percent
-from analytics.steering.waterfill import power_gain, waterfill
+from analytics.steering.waterfill import waterfill
+from campaigns.planning.gain import power_gain
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]

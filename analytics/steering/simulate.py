@@ -44,6 +44,7 @@ import numpy.typing as npt
 from analytics.steering.observation import FloatArray, IntArray, Observation, Strategy
 from analytics.steering.recommend import Exploration
 from analytics.steering.strategies import get_strategy
+from campaigns.planning.gain import curve_rate
 
 DIMENSIONS: tuple[tuple[str, tuple[str, ...], tuple[float, ...]], ...] = (
     # name, values (the first is the lab value), difficulty multiplier per value
@@ -97,7 +98,7 @@ class HiddenCurves:
     def rate(self, n: npt.ArrayLike) -> FloatArray:
         """Return each cell's true failure rate after ``n`` training episodes."""
         n_eff = self.effective(n)
-        return np.minimum(self.f_inf + self.a * np.power(n_eff + 1.0, -self.b), 1.0)
+        return np.minimum(curve_rate(self.f_inf, self.a, self.b, n_eff), 1.0)
 
 
 class World:

@@ -1,6 +1,7 @@
 """Whole-episode water-filling over concave power-law gains with per-cell costs.
 
-Cell ``c`` gains ``g_c(k) = A_c * ((n_c + 1) ** -b - (n_c + k + 1) ** -b)`` from ``k`` more
+Cell ``c`` gains ``g_c(k) = A_c * ((n_c + 1) ** -b - (n_c + k + 1) ** -b)`` (the one formula,
+:func:`campaigns.planning.gain.power_gain`) from ``k`` more
 episodes at ``cost_c`` each (``A_c >= 0`` in interventions per day, shared ``b > 0``). We
 maximise ``sum_c g_c(k_c)`` subject to ``sum_c cost_c * k_c <= budget`` over whole ``k_c``.
 
@@ -26,6 +27,14 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from campaigns.planning.gain import (
+    level_from_amplitude,
+    marginal,
+    power_gain,
+    power_gain_one,
+    stationary_log_total,
+)
+
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
@@ -33,22 +42,11 @@ IntArray = npt.NDArray[np.int64]
 _BUDGET_SLACK = 1e-9
 
 
-def power_gain(
-    amplitude: npt.ArrayLike, n: npt.ArrayLike, b: float, k: npt.ArrayLike
-) -> FloatArray:
-    """Return ``A * ((n + 1) ** -b - (n + k + 1) ** -b)`` without cancellation for small k."""
-    a_arr = np.asarray(amplitude, dtype=np.float64)
-    n_arr = np.asarray(n, dtype=np.float64)
-    k_arr = np.asarray(k, dtype=np.float64)
-    decay = -np.expm1(-b * np.log1p(k_arr / (n_arr + 1.0)))
-    return np.asarray(a_arr * np.power(n_arr + 1.0, -b) * decay, dtype=np.float64)
-
-
 def _continuous(
     amp: FloatArray, n: FloatArray, cost: FloatArray, b: float, lam: float
 ) -> FloatArray:
-    with np.errstate(divide="ignore"):
-        log_total = (np.log(amp * b) - np.log(lam * cost)) / (b + 1.0)
+    # Each cell's total where its marginal gain per cost meets the price lam.
+    log_total = stationary_log_total(level_from_amplitude(amp, n, b), n, b, lam * cost)
     return np.maximum(np.exp(np.minimum(log_total, 700.0)) - n - 1.0, 0.0)
 
 
@@ -89,7 +87,7 @@ def waterfill(
 
     a_l, n_l, c_l = amp[live], n_arr[live], cost_arr[live]
     # Price at which no cell wants anything: the largest marginal gain per cost at k = 0.
-    lam_high = float(np.max(a_l * b * np.power(n_l + 1.0, -b - 1.0) / c_l))
+    lam_high = float(np.max(marginal(level_from_amplitude(a_l, n_l, b), n_l, b, 0.0) / c_l))
     lam_low = lam_high
     for _ in range(400):
         lam_low /= 16.0
@@ -172,9 +170,7 @@ def _top_up(
     cost_l = cost.tolist()
 
     def ratio(c: int) -> float:
-        base = n_l[c] + k[c] + 1.0
-        drop = -math.expm1(-b * math.log1p(1.0 / base))
-        return amp_l[c] * base**-b * drop / cost_l[c]
+        return power_gain_one(amp_l[c], n_l[c] + k[c], b, 1.0) / cost_l[c]
 
     heap = [(-ratio(c), c) for c in range(k.size) if amp_l[c] > 0]
     heapq.heapify(heap)

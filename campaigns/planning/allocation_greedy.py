@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from campaigns.planning.allocation_types import SiteSpec
-from campaigns.planning.gain import FloatArray, gain
+from campaigns.planning.gain import FloatArray, gain, gain_one
 from campaigns.planning.relaxation import DualProblem
 
 _INF = math.inf
@@ -172,7 +172,7 @@ def _greedy(
     tiny = 1e-12 * top_price if top_price > 0 else 1.0
 
     def g(c: int, k: float) -> float:
-        return -amp[c] * math.expm1(b * (math.log1p(n0[c]) - math.log1p(n0[c] + k)))
+        return gain_one(amp[c], n0[c], b, k)
 
     def fit(s: int, new: bool) -> float:
         return min(

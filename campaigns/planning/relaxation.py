@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import optimize
 
-from campaigns.planning.gain import FloatArray
+from campaigns.planning.gain import FloatArray, gain, level_from_amplitude, stationary_log_total
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -115,12 +115,14 @@ class _Dual:
         # Per-pair copies of the cell constants of _pair_values, gathered once.
         b = p.b
         total0 = p.n0 + p.base + 1.0
-        with np.errstate(divide="ignore"):  # amp * b may underflow: no gain, scale 0
-            scale = np.exp((np.log(p.amp * b) + b * np.log1p(p.n0)) / (b + 1.0))
+        # The stationary total at price 1; at price rho it scales by rho**(-1/(b+1)).
+        scale = np.exp(stationary_log_total(p.amp, p.n0, b, 1.0))
         self.scale = scale[cells]
         self.total0 = total0[cells]
-        self.coef = (p.amp * np.exp(b * np.log1p(p.n0)))[cells]
-        self.head = np.power(total0, -b)[cells]
+        self.n_base = (p.n0 + p.base)[cells]
+        # What is left above the floor once the cell holds base: the gain's level there.
+        amplitude = p.amp * np.exp(b * np.log1p(p.n0))
+        self.level = level_from_amplitude(amplitude, p.n0 + p.base, b)[cells]
         self.upper = p.upper[cells]
         self.evaluations = 0
         self.best_value = np.inf
@@ -141,7 +143,7 @@ class _Dual:
     def _pair_values(self, price: FloatArray, setup: FloatArray) -> tuple[FloatArray, FloatArray]:
         """Return per pair the best batch size and its net value.
 
-        With ``T = n0 + base + 1`` the gain of ``y`` more is ``coef * (T**-b - (T+y)**-b)``
+        With ``T = n0 + base + 1`` the gain of ``y`` more is ``level * (1 - (T/(T+y))**b)``
         and its stationary point at price ``rho`` is ``T + y = scale_c * rho**(-1/(b+1))``:
         a cell factor times a site factor. Clip to ``[min_batch, upper]`` (concavity).
         """
@@ -149,7 +151,7 @@ class _Dual:
         with np.errstate(divide="ignore"):
             site_factor = np.power(np.maximum(price, 1e-300), -1.0 / (p.b + 1.0))
         y = np.clip(self.scale * site_factor[self.sites] - self.total0, p.min_batch, self.upper)
-        value = self.coef * (self.head - np.power(self.total0 + y, -p.b))
+        value = gain(self.level, self.n_base, p.b, y)
         return y, value - price[self.sites] * y - setup[self.sites]
 
     def evaluate(self, u: FloatArray, temperature: float) -> tuple[float, FloatArray, FloatArray]:

@@ -77,9 +77,8 @@ def team_calendar_ics(*, team: FieldTeam, base_url: str = "") -> bytes:
         )
         if base_url:
             event.add("url", field_task_url(task.pk, base_url))
-        event.add(
-            "status", "CANCELLED" if task.status == CollectionTask.Status.CANCELLED else "CONFIRMED"
-        )
+        # Only VISIBLE tasks get here: a cancelled one leaves the feed rather than showing as such.
+        event.add("status", "CONFIRMED")
         cal.add_component(event)
     return cal.to_ical()
 

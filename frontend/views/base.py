@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib.auth.mixins import LoginRequiredMixin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, HttpResponseBase, HttpResponseRedirect
-from django.shortcuts import redirect
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.generic import TemplateView
 
@@ -64,6 +64,12 @@ class JobProgressView(MemberView, TemplateView):
         if self.finished(context):
             response["HX-Refresh"] = "true"
         return response
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    """Refuse a form whose CSRF token no longer matches with a page in the app's layout (the
+    member's navigation included) that says what to do; ``reason`` is for logs, not people."""
+    return render(request, "403_csrf.html", status=403)
 
 
 def home(request: HttpRequest) -> HttpResponseRedirect:

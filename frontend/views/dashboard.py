@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import hashlib
-import secrets
-from datetime import timedelta
 from typing import Any
 
 from django.contrib import messages
 from django.db.models import Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Organization, Role
-from accounts.services import audit_record
 from analytics.models import DashboardShare
 from analytics.selectors import customer_dashboard
+from analytics.services.shares import dashboard_share_create, dashboard_share_revoke
 from campaigns.models import Campaign
 from frontend.views.base import MANAGERS, MemberView
 from sites.models import Deployment
@@ -161,20 +158,12 @@ class ShareCreate(MemberView, View):
             days = max(1, min(90, int(request.POST.get("days", "14"))))
         except ValueError:
             days = 14
-        share = DashboardShare.objects.create(
+        dashboard_share_create(
             organization=self.membership.organization,
             customer=customer,
-            token=secrets.token_urlsafe(32),
-            label=request.POST.get("label", "")[:200],
-            expires_at=timezone.now() + timedelta(days=days),
-            created_by=self.membership.user,
-        )
-        audit_record(
-            organization=self.membership.organization_id,
             actor=request.user,
-            verb="share.create",
-            obj=share,
-            changes={"days": days},
+            days=days,
+            label=request.POST.get("label", ""),
         )
         messages.success(request, f"Share link created; it expires in {days} days.")
         return redirect("dashboard:customer", slug=customer.slug)
@@ -186,21 +175,21 @@ class ShareRevoke(MemberView, View):
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         share = get_object_or_404(DashboardShare.objects.visible_to(request.user), pk=pk)
-        DashboardShare.objects.filter(pk=share.pk).update(revoked_at=timezone.now())
-        audit_record(
-            organization=self.membership.organization_id,
-            actor=request.user,
-            verb="share.revoke",
-            obj=share,
-        )
+        dashboard_share_revoke(share=share, actor=request.user)
         messages.success(request, "Share link revoked.")
         return redirect("dashboard:customer", slug=share.customer.slug)
 
 
 def shared_dashboard(request: HttpRequest, token: str) -> HttpResponse:
-    """A customer dashboard behind a share link: read-only, no sign-in, until expiry or revocation."""
+    """A customer dashboard behind a share link: read-only, no sign-in, until expiry or
+    revocation; a revoked link answers 410 with a page that says so."""
+    if len(token) < 20:
+        raise Http404
     share = DashboardShare.objects.live().select_related("customer").filter(token=token).first()
-    if share is None or len(token) < 20:
+    if share is None:
+        if DashboardShare.objects.filter(token=token, revoked_at__isnull=False).exists():
+            # Say why the link stopped working, and nothing about what it showed.
+            return render(request, "frontend/dashboard/share_revoked.html", status=410)
         raise Http404
     context = dashboard_context(customer=share.customer, operator_id=share.organization_id)
     return render(request, "frontend/dashboard/customer.html", {**context, "shared": share})

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import Resolver404, resolve
 from django.views import View
 from django.views.generic import TemplateView
 
@@ -164,6 +166,39 @@ class GapCells(MemberView, TemplateView):
             error=error,
             **kwargs,
         )
+
+    def render_to_response(self, context: dict[str, Any], **kwargs: Any) -> HttpResponse:
+        response = super().render_to_response(context, **kwargs)
+        page_url = _report_page_url(self.request)
+        if page_url is not None:
+            # The filter lives in the report page's address, so a reload or a shared link
+            # shows the same cells; replaced, not pushed: typing is not a trail of pages.
+            response["HX-Replace-Url"] = page_url
+        return response
+
+
+REPORT_PAGES = frozenset({"campaign-gap", "gap-report"})
+
+
+def _report_page_url(request: HttpRequest) -> str | None:
+    """The report page the table sits in, with the table's filter as its query string."""
+    htmx = getattr(request, "htmx", None)
+    current = htmx.current_url if htmx else None
+    if not current:
+        return None
+    path = urlsplit(current).path
+    try:
+        match = resolve(path)
+    except Resolver404:
+        return None
+    if match.namespace != "planner" or match.url_name not in REPORT_PAGES:
+        return None
+    query = QueryDict(mutable=True)
+    for key, values in request.GET.lists():
+        kept = [v for v in values if v]
+        if kept:
+            query.setlist(key, kept)
+    return f"{path}?{query.urlencode()}" if query else path
 
 
 class GapHeatmap(MemberView, View):

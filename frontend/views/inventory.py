@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -28,6 +30,27 @@ from sites.models import Embodiment, Site
 
 RECENT_IMPORTS = 50
 
+# The import command's options as the importer's messages name them -> the form field a person
+# uses here (ImportForm's labels; a test checks every option of the command is covered).
+CLI_OPTION_FIELDS = {
+    "create-values": "Create missing condition values",
+    "set": "Condition values for every episode",
+    "map": "Column mapping",
+    "embodiment": "Embodiment",
+    "site": "Site",
+    "format": "Format",
+    "dataset": "Dataset",
+}
+WEB_WORDING: list[tuple[re.Pattern[str], str | Callable[[re.Match[str]], str]]] = [
+    (re.compile(r"\bpass --create-values\b"), "tick “Create missing condition values”"),
+    (re.compile(rf"\bgive --format ({'|'.join(FORMATS)})\b"), r"choose \1 as the “Format”"),
+    (re.compile(r"\bgive --format\b"), "choose a “Format”"),
+    (
+        re.compile(r"--(" + "|".join(map(re.escape, CLI_OPTION_FIELDS)) + r")\b"),
+        lambda m: f"“{CLI_OPTION_FIELDS[m.group(1)]}”",
+    ),
+]
+
 
 class ImportForm(forms.Form):
     file = forms.FileField(
@@ -36,6 +59,7 @@ class ImportForm(forms.Form):
     dataset = forms.CharField(max_length=200, help_text="Created if new; re-importing updates it.")
     format = forms.ChoiceField(choices=[("", "Detect")] + [(f, f) for f in FORMATS], required=False)
     mapping = forms.CharField(
+        label="Column mapping",
         required=False,
         widget=forms.Textarea(attrs={"rows": 4, "placeholder": "# Episodes=count\nDataset=key"}),
         help_text="One COLUMN=TARGET per line (key, count, frames, duration_s, fps, outcome, "
@@ -43,12 +67,15 @@ class ImportForm(forms.Form):
         "or a condition dimension). Empty: columns named like a field or dimension are used.",
     )
     sets = forms.CharField(
+        label="Condition values for every episode",
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "placeholder": "lighting=fluorescent"}),
         help_text="One DIMENSION=VALUE per line, for every episode (values in the data win).",
     )
     create_values = forms.BooleanField(
-        required=False, help_text="Create unknown condition values instead of failing."
+        label="Create missing condition values",
+        required=False,
+        help_text="Add values the file names but the taxonomy lacks, instead of failing.",
     )
     embodiment = forms.ChoiceField(required=False)
     site = forms.ChoiceField(required=False)
@@ -63,6 +90,14 @@ class ImportForm(forms.Form):
         assert isinstance(site_field, forms.ChoiceField)
         embodiment_field.choices = [("", "—")] + [(e.slug, e.name) for e in embodiments]
         site_field.choices = [("", "—")] + [(s.slug, s.name) for s in sites]
+
+    @classmethod
+    def wording(cls, text: str) -> str:
+        """Say an importer's message in this form's words: the importer names its options as
+        the command line spells them (``pass --create-values``), a person here sees fields."""
+        for pattern, replacement in WEB_WORDING:
+            text = pattern.sub(replacement, text)
+        return text
 
     @staticmethod
     def lines(text: str) -> list[str]:
@@ -110,7 +145,7 @@ class InventoryHome(MemberView, TemplateView):
         except ImportFailed as exc:
             inventory_upload_discard(path=path)
             for problem in exc.problems:
-                form.add_error(None, str(problem))
+                form.add_error(None, form.wording(str(problem)))
             return self.render_to_response(self.get_context_data(form=form))
         messages.success(request, f"Import of {record.source_name} queued.")
         return redirect("inventory:import", pk=record.pk)
@@ -153,12 +188,20 @@ class ImportDetail(MemberView, TemplateView):
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
         record = _import_for(self.request.user, kwargs["pk"])
-        summary = record.summary or {}
+        summary = dict(record.summary or {})
+        if summary.get("warnings"):
+            summary["warnings"] = [ImportForm.wording(str(w)) for w in summary["warnings"]]
+        problems = [
+            {**p, "message": ImportForm.wording(str(p.get("message", "")))}
+            for p in record.job.errors or []
+            if isinstance(p, dict)
+        ]
         return super().get_context_data(
             record=record,
             job=record.job,
+            job_message=ImportForm.wording(record.job.message),
             summary=summary,
-            problems=record.job.errors or [],
+            problems=problems,
             problems_total=summary.get("problems_total") or len(record.job.errors or []),
             conditions=[c for c in summary.get("conditions", []) if c.get("values")],
             **kwargs,
@@ -174,7 +217,11 @@ class ImportProgress(JobProgressView):
 
     def progress_context(self, **kwargs: Any) -> dict[str, Any]:
         record = _import_for(self.request.user, kwargs["pk"])
-        return {"record": record, "job": record.job}
+        return {
+            "record": record,
+            "job": record.job,
+            "job_message": ImportForm.wording(record.job.message),
+        }
 
 
 class ImportCancel(MemberView, View):

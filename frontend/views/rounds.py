@@ -14,7 +14,7 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Job, Role
-from analytics.services.gap import gap_report_latest
+from analytics.selectors import gap_report_latest
 from analytics.services.planning import round_plan_request
 from campaigns.models import CaptureTarget, CollectionRound, CollectionTask, FieldTeam, TaskTarget
 from campaigns.services import round_create

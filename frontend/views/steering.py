@@ -16,6 +16,7 @@ from django.views.generic import TemplateView
 from analytics import charts
 from analytics.models import EvaluationRun, PolicyVersion, RoundImpactReport
 from analytics.services.evaluations import EvaluationImportError, evaluation_import_file
+from analytics.services.policies import policy_version_save
 from analytics.services.steering import (
     ImpactUnavailable,
     next_round_recommendation,
@@ -83,24 +84,19 @@ class Evaluations(MemberView, TemplateView):
         if not slug_re.fullmatch(slug):
             raise FormInvalid("The slug may hold only letters, digits, hyphens and underscores.")
         released_on = parsed(data, "released_on", "Released on", date.fromisoformat, "2027-01-31")
-        policy, _ = PolicyVersion.objects.update_or_create(
+        policy = policy_version_save(
             organization=self.membership.organization,
+            actor=request.user,
             slug=slug,
-            defaults={
-                "name": short_text(data, "name", "The name", max_length=200) or slug,
-                "embodiment": embodiment,
-                "released_on": released_on,
-            },
-        )
-        policy.trained_on_datasets.set(
-            Dataset.objects.visible_to(request.user).filter(
+            name=short_text(data, "name", "The name", max_length=200),
+            embodiment=embodiment,
+            released_on=released_on,
+            datasets=Dataset.objects.visible_to(request.user).filter(
                 pk__in=ids(data, "datasets", "Trained on datasets")
-            )
-        )
-        policy.trained_on_rounds.set(
-            CollectionRound.objects.visible_to(request.user).filter(
+            ),
+            rounds=CollectionRound.objects.visible_to(request.user).filter(
                 pk__in=ids(data, "rounds", "Trained on rounds")
-            )
+            ),
         )
         messages.success(request, f"Policy version {policy.name} saved.")
 

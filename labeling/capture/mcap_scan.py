@@ -220,7 +220,10 @@ class FileScanner:
         # Zero means the writer did not compute a CRC.
         if expected and expected != crc:
             raise self.fail(
-                "corrupt: data section CRC mismatch (bytes changed after writing)", offset
+                f"corrupt: data section CRC mismatch over bytes {len(MAGIC):,}-{offset - 1:,} "
+                f"(checked at the data end record at offset {offset:,}; bytes changed after "
+                "writing)",
+                offset,
             )
 
     def _read_footer(
@@ -241,7 +244,12 @@ class FileScanner:
         if expected_crc and summary_start == summary_from:
             actual = zlib.crc32(body[: _FOOTER.size - 4], zlib.crc32(head, summary_crc))
             if actual != expected_crc:
-                raise self.fail("corrupt: summary section CRC mismatch (index damaged)", offset)
+                end = offset + _RECORD_HEADER.size + _FOOTER.size - 5
+                raise self.fail(
+                    f"corrupt: summary section CRC mismatch over bytes {summary_from:,}-{end:,} "
+                    f"(checked at the footer at offset {offset:,}; index damaged)",
+                    offset,
+                )
         tail = fh.read(len(MAGIC))
         if tail != MAGIC:
             end = offset + _RECORD_HEADER.size + len(body)

@@ -561,13 +561,12 @@ def _write_lerobot_frames(
     converted (stored once per recording), the episodes without one named."""
     import pyarrow as pa
 
-    from labeling.playback import codec as playback_codec
-    from labeling.playback import stream_map_of
+    from labeling.selectors import conversion_codec, stream_map_of
 
     # The same map and codec as the player's conversions, so those are reused here.
     stream_map = stream_map_of(embodiment, fps=dataset.fps)
     fps = float(stream_map.fps or 30.0)
-    codec = playback_codec()
+    codec = conversion_codec()
     extra_columns = {f.name: f.type for f in schema if f.name.startswith("fieldcraft.")}
     for column, (_, kind) in CAPTURE_COLUMNS.items():
         extra_columns[column] = pa.type_for_alias(kind)
@@ -818,8 +817,6 @@ def dataset_export_start(*, dataset: Dataset, format: str, actor: Any = None) ->
     """
     if format not in FORMATS:
         raise ExportError(f"unknown format {format!r} (one of {', '.join(FORMATS)})")
-    import labeling.tasks  # noqa: F401  (registers the task for eager and worker runs)
-
     label = DatasetExport.Format(format).label
     with transaction.atomic():
         job = job_create(

@@ -1,5 +1,8 @@
 """SQL for one staged cell: cleaning, parsing and the checks a person can act on.
 
+The rules themselves (blanks, trimming, number and date shapes, limits) are
+:mod:`labeling.importers.rules`; this module says them in SQL.
+
 A staged cell is text. ``clean`` trims it and turns blank markers (``N/A``, ``null``, ``-`` …)
 into NULL; ``number`` parses it with thousands separators; ``rules_for`` says, per mapped
 column, which cells are wrong and how to say so. ``prepared`` evaluates all of that once per
@@ -13,64 +16,23 @@ from dataclasses import dataclass
 
 from psycopg import sql
 
-from labeling.importers.mapping import MappedColumn
-
-# Cells that mean "no value". Compared after trimming and lower-casing.
-BLANKS = ("", "n/a", "na", "null", "none", "nan", "-", "--", "—", "?", "#n/a")
-
-
-TRIM = " \t\r\n\u00a0\u202f"
-
-
-_GROUP = ",' _\u00a0\u202f"
-
-
-_WHOLE_RE = r"^[+]?([0-9]+|[0-9]{1,3}([" + _GROUP + r"][0-9]{3})+)([.]0*)?$"
-
-
-_DECIMAL_RE = (
-    r"^[+-]?(([0-9]+|[0-9]{1,3}([" + _GROUP + r"][0-9]{3})+)([.][0-9]*)?|[.][0-9]+)"
-    r"([eE][+-]?[0-9]+)?$"
+from labeling.importers.mapping import LOOKUP_KINDS, MappedColumn
+from labeling.importers.rules import (
+    BLANKS,
+    DATE_RE,
+    DECIMAL_KINDS,
+    DECIMAL_RE,
+    GROUP_SEPARATORS,
+    INT4_MAX,
+    INT8_MAX,
+    OUTCOMES,
+    STATUSES,
+    TRIM,
+    WHOLE_KINDS,
+    WHOLE_RE,
 )
-
-
-_DATE_RE = (
-    r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    r"([ T]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]([.][0-9]+)?)?"
-    r"([Zz]|[+-](0[0-9]|1[0-4])(:?[0-5][0-9])?)?)?$"
-)
-
-
-OUTCOMES = {
-    "success": ("success", "succeeded", "successful", "ok", "pass", "passed", "true", "yes", "1"),
-    "failure": ("failure", "failed", "fail", "false", "no", "0"),
-    "unknown": ("unknown",),
-}
-
-
-INT4_MAX = 2**31 - 1
-
-
-INT8_MAX = 2**63 - 1
-
 
 Lit = sql.Literal
-
-
-WHOLE_KINDS = ("episode_count", "frames")
-
-
-DECIMAL_KINDS = ("duration_s", "fps", "feature")
-
-
-LOOKUP_KINDS = ("condition", "site", "embodiment", "task", "failure_mode")
-
-
-# Statuses an import may carry (a re-imported export keeps its sync and label status).
-STATUSES = {
-    "sync_status": ("unknown", "synced", "desynced", "incomplete"),
-    "label_status": ("unlabelled", "in_progress", "labelled", "accepted", "rejected"),
-}
 
 
 def lit(text: str) -> sql.Composable:
@@ -112,7 +74,7 @@ def raw(index: int) -> sql.Composable:
 
 
 def _digits(value: sql.Composable) -> sql.Composable:
-    return sql.SQL("translate({}, {}, '')").format(value, lit(_GROUP))
+    return sql.SQL("translate({}, {}, '')").format(value, lit(GROUP_SEPARATORS))
 
 
 def _typed(kind: str, v: sql.Composable) -> sql.Composable:
@@ -120,11 +82,11 @@ def _typed(kind: str, v: sql.Composable) -> sql.Composable:
         return sql.SQL(
             "(CASE WHEN translate({v}, '0123456789', '') = '' THEN ({v})::numeric "
             "WHEN {v} ~ {re} THEN ({d})::numeric END)"
-        ).format(v=v, re=lit(_WHOLE_RE), d=_digits(v))
+        ).format(v=v, re=lit(WHOLE_RE), d=_digits(v))
     return sql.SQL(
         "(CASE WHEN translate({v}, '0123456789', '') IN ('', '.') AND {v} <> '.' "
         "THEN ({v})::double precision WHEN {v} ~ {re} THEN ({d})::double precision END)"
-    ).format(v=v, re=lit(_DECIMAL_RE), d=_digits(v))
+    ).format(v=v, re=lit(DECIMAL_RE), d=_digits(v))
 
 
 def prepared(
@@ -239,7 +201,7 @@ def rules_for(columns: Sequence[MappedColumn], *, strict_dates: bool = False) ->
                     "WHEN substr({v}, 9, 2)::int > extract(day FROM make_date("
                     "substr({v}, 1, 4)::int, substr({v}, 6, 2)::int, 1) "
                     "+ interval '1 month - 1 day') THEN 'bad' END"
-                ).format(v=v, re=lit(_DATE_RE))
+                ).format(v=v, re=lit(DATE_RE))
             else:
                 # Cheap shape test; a value that still fails to cast makes the write fail,
                 # and the strict pass then names the cell.

@@ -21,7 +21,6 @@ import contextlib
 import io
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,23 +29,26 @@ import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-from django.db import DatabaseError, connection, connections
+from django.db import DatabaseError, connection
 from psycopg import sql
 from psycopg.copy import QueuedLibpqWriter
 
+from accounts.beside import Beside
+from accounts.services import JobCancelled, JobContext
 from labeling.importers import pgcopy
-from labeling.importers.cells import (
-    _DECIMAL_RE,
-    _GROUP,
-    _WHOLE_RE,
+from labeling.importers.mapping import FIELDS, MappedColumn
+from labeling.importers.resolve import Resolved, resolve_lookups
+from labeling.importers.rules import (
     BLANKS,
+    DECIMAL_RE,
+    DIRECT_DATE_RE,
+    GROUP_SEPARATORS,
     INT4_MAX,
     OUTCOMES,
     STATUSES,
     TRIM,
+    WHOLE_RE,
 )
-from labeling.importers.mapping import FIELDS, MappedColumn
-from labeling.importers.resolve import Resolved, resolve_lookups
 from labeling.importers.writes import create_tasks, create_values, lock_references
 from labeling.selectors import DatasetCounts, DatasetTotals
 from sites.services import ConditionLookup, condition_sets_intern
@@ -75,17 +77,10 @@ COPY_COLUMNS = {  # column -> its type in the binary COPY (labeling.importers.pg
 }
 _NULL_TEXT = pa.scalar(None, pa.string())
 _BLANKS = pa.array(BLANKS)
-_GROUP_RE = "[" + _GROUP + "]"
+_GROUP_RE = "[" + GROUP_SEPARATORS + "]"
 _SUCCESS = pa.array(list(OUTCOMES["success"]))
 _FAILURE = pa.array(list(OUTCOMES["failure"]))
 _OUTCOME_WORDS = pa.array([w for words in OUTCOMES.values() for w in words])
-# The dates typed here (others go to the staging path, where PostgreSQL parses them): ISO
-# 8601 with fields in range, at most microseconds, an offset within PostgreSQL's ±15 h.
-_ISO_DATE_RE = (
-    r"^[1-9][0-9]{3}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
-    r"([ T]([01][0-9]|2[0-3]):[0-5][0-9](:[0-5][0-9]([.][0-9]{1,6})?)?"
-    r"(Z|[+-](0[0-9]|1[0-4])(:?[0-5][0-9])?)?)?$"
-)
 _ZERO_NANOS_RE = r"([.][0-9]{6})0{1,3}(Z|[+-][0-9:]+)?$"
 _HAS_OFFSET_RE = r":[0-9]{2}([.][0-9]+)?(Z|[+-][0-9]{2}(:?[0-9]{2})?)$"
 _MAX_DIGITS = 18  # a whole number with more digits goes to the staging path (bigint ends at 19)
@@ -111,7 +106,7 @@ def ineligible(columns: list[MappedColumn]) -> str | None:
 
 
 def clean(raw: pa.Array) -> pa.Array:
-    """As :func:`labeling.importers.cells.clean`: trimmed, NULL for blank-like cells."""
+    """Trim and NULL blank-like cells by :mod:`labeling.importers.rules` (as the SQL path does)."""
     trimmed = pc.utf8_trim(raw, characters=TRIM)
     blank = pc.is_in(pc.utf8_lower(trimmed), value_set=_BLANKS)
     return pc.if_else(blank, _NULL_TEXT, trimmed)
@@ -129,7 +124,7 @@ def _fits(values: pa.Array, pattern: str, column: MappedColumn, what: str) -> No
 
 def whole(values: pa.Array, column: MappedColumn) -> pa.Array:
     """Whole numbers as the staging path reads them (thousands separators, ``12.0``)."""
-    _fits(values, _WHOLE_RE, column, "a whole number")
+    _fits(values, WHOLE_RE, column, "a whole number")
     digits = pc.replace_substring_regex(values, _GROUP_RE + r"|^\+|\.0*$", "")
     if not _all(pc.less_equal(pc.utf8_length(digits), _MAX_DIGITS)):
         raise NotDirect(f"column {column.name!r}: a number too large")
@@ -140,7 +135,7 @@ def whole(values: pa.Array, column: MappedColumn) -> pa.Array:
 
 
 def decimal(values: pa.Array, column: MappedColumn) -> pa.Array:
-    _fits(values, _DECIMAL_RE, column, "a number")
+    _fits(values, DECIMAL_RE, column, "a number")
     try:
         numbers = pc.cast(pc.replace_substring_regex(values, _GROUP_RE, ""), pa.float64())
     except pa.ArrowInvalid:
@@ -157,7 +152,7 @@ def timestamps(values: pa.Array, column: MappedColumn, *, naive_ok: bool) -> pa.
     # Nanoseconds that are all zeros (Parquet's timestamp[ns] written as text) say nothing
     # PostgreSQL would keep: microseconds are its resolution.
     values = pc.replace_substring_regex(values, _ZERO_NANOS_RE, r"\1\2")
-    _fits(values, _ISO_DATE_RE, column, "an ISO 8601 date the direct load reads")
+    _fits(values, DIRECT_DATE_RE, column, "an ISO 8601 date the direct load reads")
     aware = pc.match_substring_regex(values, _HAS_OFFSET_RE)
     if not naive_ok and not _all(pc.or_kleene(pc.is_null(values), aware)):
         raise NotDirect(f"column {column.name!r}: dates without an offset, session not in UTC")
@@ -524,15 +519,16 @@ class _Writer(QueuedLibpqWriter):
 
 
 class _Progress:
-    """The reporter, called from a thread with its own connection (autocommit), so progress
-    shows and cancellation is seen while the import's own connection is inside a COPY.
+    """The job's progress, written beside the import (on a connection of its own, autocommit),
+    so progress shows and cancellation is seen while the import's own connection is inside
+    a COPY.
 
-    Inside a caller's transaction (tests) the reporter is only called between statements.
+    Inside a caller's transaction (tests) it is written inline, between statements.
     """
 
-    def __init__(self, reporter: Any, *, side: bool, pause: Callable[[], None]) -> None:
+    def __init__(self, reporter: JobContext, *, side: bool, pause: Callable[[], None]) -> None:
         self.reporter = reporter
-        self.pool = ThreadPoolExecutor(1, thread_name_prefix="import-progress") if side else None
+        self.side = side
         self.pause = pause  # ends the running COPY, so the import's connection is free
         self.last = 0.0
 
@@ -541,23 +537,14 @@ class _Progress:
         if not force and now - self.last < 0.5:
             return
         self.last = now
-        if self.pool is not None:
-            self.pool.submit(self._report, done, total, message).result()
-        else:
+        if not self.side:
             self.pause()
-            self._report(done, total, message)
+        Beside(lambda: self._report(done, total, message)).start(inline=not self.side).result()
 
     def _report(self, done: int, total: int | None, message: str) -> None:
         self.reporter.progress(done, total, message, force=True)
         if self.reporter.cancel_requested():
-            from accounts.services import JobCancelled
-
             raise JobCancelled("Cancelled at the user's request; nothing was written.")
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.submit(lambda: connections.close_all()).result()
-            self.pool.shutdown()
 
 
 @dataclass
@@ -580,7 +567,7 @@ def load(
     default_fps: float | None,
     create_values_asked: bool,
     lookup: ConditionLookup,
-    reporter: Any,
+    reporter: JobContext,
 ) -> DirectResult:
     """Type and COPY every row into the (empty) dataset, in the caller's transaction.
 
@@ -724,7 +711,6 @@ def load(
         if copy_cm is not None:
             with contextlib.suppress(Exception):  # the transaction is rolling back anyway
                 copy_cm.__exit__(NotDirect, NotDirect("abandoned"), None)
-        progress.close()
         django_cursor.close()
     return DirectResult(
         rows=rows,

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from labeling.importers.cells import BLANKS, TRIM
 from labeling.importers.errors import ImportProblem
 from labeling.importers.mapping import MappedColumn, norm
+from labeling.importers.rules import BLANKS, TRIM
 from sites.models import Embodiment, FailureMode, Site, Task
 from sites.services import ConditionLookup
 

@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from django.db import DataError, IntegrityError, ProgrammingError, transaction
 from psycopg import errors as pg_errors
 
-from accounts.services import JobCancelled
+from accounts.services import JobCancelled, JobContext
 from labeling.importers import direct, lerobot
 from labeling.importers.errors import ImportFailed, ImportProblem
 from labeling.importers.mapping import MappedColumn, Target, build_mapping, describe_mapping, norm
@@ -59,22 +59,6 @@ from sites.services import ConditionLookup, condition_sets_intern
 LEROBOT_BATCH = 5000
 # Generous: writing an episode (indexes, foreign keys) takes ~30 µs on a small machine.
 LEASE_SECONDS_PER_ROW = 0.0002
-
-
-class Reporter(Protocol):
-    def progress(
-        self,
-        done: int,
-        total: int | None = None,
-        message: str | None = None,
-        *,
-        force: bool = False,
-    ) -> None: ...
-
-    def cancel_requested(self) -> bool: ...
-
-    def extend_lease(self, seconds: float) -> None:
-        """Tell the stale-job reaper that the next ``seconds`` may pass without progress."""
 
 
 @dataclass
@@ -114,7 +98,7 @@ class _Source:
     batches: Callable[[], Iterator[tuple[Any, int]]] | None = None
 
 
-def run_import(request: ImportRequest, reporter: Reporter) -> dict[str, Any]:
+def run_import(request: ImportRequest, reporter: JobContext) -> dict[str, Any]:
     """Import one source; return the summary. Raises ImportFailed or JobCancelled."""
     started = time.monotonic()
     lookup = ConditionLookup(request.organization_id)
@@ -375,7 +359,7 @@ def _csv_scalar(value: Any) -> str:
 
 def _run(
     request: ImportRequest,
-    reporter: Reporter,
+    reporter: JobContext,
     lookup: ConditionLookup,
     options: _Options,
     source: _Source,
@@ -573,7 +557,7 @@ def _why_not_direct(request: ImportRequest, source: _Source) -> str | None:
 
 def _run_direct(
     request: ImportRequest,
-    reporter: Reporter,
+    reporter: JobContext,
     lookup: ConditionLookup,
     options: _Options,
     source: _Source,
@@ -642,14 +626,14 @@ def _run_direct(
     return summary
 
 
-def _check_cancel(reporter: Reporter) -> None:
+def _check_cancel(reporter: JobContext) -> None:
     if reporter.cancel_requested():
         raise JobCancelled("Cancelled at the user's request; nothing was written.")
 
 
 def _write(
     request: ImportRequest,
-    reporter: Reporter,
+    reporter: JobContext,
     options: _Options,
     source: _Source,
     staging: Staging,

@@ -33,7 +33,7 @@ from labeling.importers.cells import (
 from labeling.importers.errors import MAX_REPORTED, ImportFailed, ImportProblem
 from labeling.importers.mapping import MappedColumn
 from labeling.importers.records import Scan, scan
-from labeling.importers.statements import TypedPlan, UpsertPlan
+from labeling.importers.statements import StagingTables, TypedPlan, UpsertPlan
 
 MAX_DISTINCT = 10_000
 
@@ -105,7 +105,7 @@ class CheckResult:
     problems: list[ImportProblem] = field(default_factory=list)
 
 
-class Staging:
+class Staging(StagingTables):
     """One import's scratch tables: raw text rows, typed rows, and small lookup tables.
 
     ``<name>`` holds the raw text (``c0..cN``, ``row_no`` in file order); ``<name>_typed``
@@ -124,11 +124,7 @@ class Staging:
         line_label: str = "row",
         columns: list[str] | None = None,
     ) -> None:
-        self.name = name
-        self.typed = f"{name}_typed"
-        self.vmap = f"{name}_vmap"
-        self.vref = f"{name}_vref"
-        self.cmap = f"{name}_cmap"
+        super().__init__(name)
         self.ncols = ncols
         self.file_label = file_label
         self.row_offset = row_offset  # added to row_no to give the row a person sees
@@ -383,14 +379,6 @@ class Staging:
                 for entry in entries:
                     cp.write_row(entry)
             cur.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.vmap)))
-
-    def vmap_join(self, index: int, alias: str) -> sql.Composable:
-        return sql.SQL("LEFT JOIN {vm} {a} ON {a}.col = {col} AND {a}.raw = p.{c}").format(
-            vm=sql.Identifier(self.vmap),
-            a=sql.Identifier(alias),
-            col=Lit(index),
-            c=sql.Identifier(f"c{index}"),
-        )
 
     # --- typing and checking ---------------------------------------------------------
 

@@ -1,30 +1,42 @@
 """The two big statements of an import: the typing pass and the episode upsert.
 
 Both are built from the mapped columns as SQL (psycopg ``sql`` objects, never string
-formatting of values) and run by :class:`labeling.importers.staging.Staging`.
+formatting of values) over the scratch tables named by :class:`StagingTables`, and run by
+:class:`labeling.importers.staging.Staging`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from psycopg import sql
 
-from labeling.importers.cells import (
-    INT4_MAX,
-    INT8_MAX,
-    OUTCOMES,
-    Lit,
-    cell,
-    number,
-    prepared,
-    rules_for,
-)
+from labeling.importers.cells import Lit, cell, number, prepared, rules_for
 from labeling.importers.mapping import MappedColumn
+from labeling.importers.rules import INT4_MAX, INT8_MAX, OUTCOMES
 
-if TYPE_CHECKING:
-    from labeling.importers.staging import Staging
+
+class StagingTables:
+    """The names of one import's scratch tables, which the statements read and write.
+
+    ``<name>`` holds the raw text rows, ``<name>_typed`` the typed rows, ``<name>_vmap`` the
+    distinct raw lookup values, ``<name>_vref`` and ``<name>_cmap`` the ids they stand for.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.typed = f"{name}_typed"
+        self.vmap = f"{name}_vmap"
+        self.vref = f"{name}_vref"
+        self.cmap = f"{name}_cmap"
+
+    def vmap_join(self, index: int, alias: str) -> sql.Composable:
+        return sql.SQL("LEFT JOIN {vm} {a} ON {a}.col = {col} AND {a}.raw = p.{c}").format(
+            vm=sql.Identifier(self.vmap),
+            a=sql.Identifier(alias),
+            col=Lit(index),
+            c=sql.Identifier(f"c{index}"),
+        )
 
 
 @dataclass
@@ -47,7 +59,7 @@ class TypedPlan:
                 return col
         return None
 
-    def statement(self, staging: Staging) -> sql.Composable:
+    def statement(self, staging: StagingTables) -> sql.Composable:
         """``CREATE TABLE <name>_typed AS SELECT ...``: every staged row cleaned and resolved."""
         by = self.by_kind
         joins: list[sql.Composable] = []
@@ -202,7 +214,7 @@ class UpsertPlan:
     update_conditions: bool
     fresh: bool  # the dataset holds no episodes: plain INSERT, no conflict handling
 
-    def statement(self, staging: Staging) -> sql.Composable:
+    def statement(self, staging: StagingTables) -> sql.Composable:
         joins: list[sql.Composable] = []
 
         def ref(column: str, default: int | None) -> sql.Composable | None:

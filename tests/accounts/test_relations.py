@@ -225,7 +225,9 @@ def test_the_same_writes_within_one_customer_succeed(world_a, brightline, client
 
     assert campaign.status_code == 201, campaign.content
     assert deployment.status_code == 201, deployment.content
-    assert AuditEvent.objects.filter(verb="api_create", object_type="sites.Deployment").exists()
+    assert AuditEvent.objects.filter(
+        verb="deployment.create", object_type="sites.Deployment"
+    ).exists()
 
 
 def test_a_partners_site_without_a_customer_serves_any_customers_deployment(

@@ -8,16 +8,15 @@ from scipy import stats
 
 from analytics.curves import (
     DEFAULT_PRIOR,
-    CurveFit,
     LearningCurve,
     beta_posterior,
-    cell_curves,
-    cell_gain,
-    credible_interval,
     fit_learning_curve,
     log_likelihood,
     posterior_mean,
 )
+from analytics.gap import GapInputs, compute_gap
+from analytics.intervals import credible_interval
+from campaigns.planning.gain import gain
 
 curves = st.builds(
     lambda f_inf, a_share, b: LearningCurve(f_inf=f_inf, a=(1 - f_inf) * a_share, b=b),
@@ -217,13 +216,30 @@ def test_credible_interval_agrees_with_scipy_beta_quantiles():
     assert high == pytest.approx(stats.beta.ppf(0.95, alpha, beta), rel=1e-9)
 
 
+def _gap_cells(curve, n, trials, successes, strength):
+    size = len(n)
+    gap = compute_gap(
+        GapInputs(
+            labels=[f"cell {i}" for i in range(size)],
+            target_share=np.full(size, 1.0 / size),
+            train_count=np.asarray(n, dtype=float),
+            trials=np.asarray(trials),
+            successes=np.asarray(successes),
+            cycles_per_day=1.0,
+            prior_strength=strength,
+            curve=curve,
+        )
+    )
+    return gap.cells
+
+
 def test_cell_curves_pass_through_each_posterior_rate():
     curve = LearningCurve(f_inf=0.01, a=0.4, b=0.5)
     n = np.array([99.0, 3.0, 0.0])
     trials = np.array([100, 0, 10])
     successes = np.array([98, 0, 5])
 
-    amplitude = cell_curves(curve, n, trials, successes, strength=10)
+    amplitude = _gap_cells(curve, n, trials, successes, strength=10).amplitude
 
     alpha, beta = beta_posterior(trials, successes, curve.rate(n), 10)
     through = curve.f_inf + amplitude * (n + 1) ** -curve.b
@@ -234,15 +250,15 @@ def test_cell_curves_pass_through_each_posterior_rate():
 def test_cell_curve_is_flat_when_the_posterior_is_below_the_floor():
     curve = LearningCurve(f_inf=0.05, a=0.1, b=0.5)
 
-    amplitude = cell_curves(CurveFit(curve, "given", 1, 10_000, 0, 0.0), [10.0], [10_000], [10_000])
+    amplitude = _gap_cells(curve, [10.0], [10_000], [10_000], strength=20).amplitude
 
     assert amplitude[0] == 0
 
 
-def test_cell_gain_with_the_pooled_amplitude_is_the_pooled_gain():
+def test_the_gain_at_the_pooled_level_is_the_pooled_curves_gain():
     curve = LearningCurve(f_inf=0.01, a=0.4, b=0.5)
     n = np.array([0.0, 3.0, 99.0])
 
-    gain = cell_gain(curve, curve.a, n, 5.0)
+    pooled_level = curve.rate(n) - curve.f_inf
 
-    assert gain == pytest.approx(curve.gain(n, 5.0), rel=1e-12)
+    assert gain(pooled_level, n, curve.b, 5.0) == pytest.approx(curve.gain(n, 5.0), rel=1e-12)

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from analytics.steering.intervals import (
+from analytics.intervals import (
     beta_interval,
     difference_interval,
     trials_to_demonstrate,

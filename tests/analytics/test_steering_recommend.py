@@ -14,7 +14,8 @@ from analytics.steering.recommend import (
     parse_request,
     recommend,
 )
-from analytics.steering.waterfill import power_gain, waterfill
+from analytics.steering.waterfill import waterfill
+from campaigns.planning.gain import power_gain
 
 
 def _cell(id, share, n, trials, successes, cost=1.0):

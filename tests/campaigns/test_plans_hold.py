@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.core.management import call_command
 
-from analytics.services.gap import gap_report_latest
+from analytics.selectors import gap_report_latest
 from analytics.services.planning import round_plan_from_gap
 from analytics.services.steering import next_round_recommendation, round_plan_from_recommendation
 from campaigns.models import Campaign, CollectionRound, CollectionTask, FieldTeam, TaskTarget

@@ -33,7 +33,8 @@ def test_manager_creates_a_share_link_that_works_until_revoked(world_a, client_f
     assert shared.status_code == 200
     assert "Deployment QZALPHA" in shared.content.decode()
     assert "Share this dashboard" not in shared.content.decode()
-    assert revoked.status_code == 404
+    assert revoked.status_code == 410
+    assert "Deployment QZALPHA" not in revoked.content.decode()
 
 
 def test_expired_share_links_are_404(world_a, client_for):

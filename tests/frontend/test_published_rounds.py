@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from urllib.parse import urlsplit
 
 import pytest
+from django.utils import dateformat, timezone
 from icalendar import Calendar
 
 from campaigns.models import CollectionRound
@@ -15,7 +16,11 @@ from campaigns.services.rounds import round_transition
 
 # What only this round would put on the page: its episodes, its start date and its row.
 EPISODES = 4321
-START = date(2026, 12, 7)
+
+
+def _start() -> date:
+    """The round's first day, five days ahead: the calendar feed shows from 30 days back."""
+    return timezone.localdate() + timedelta(days=5)
 
 
 def _prepare_round(world, status: str) -> CollectionRound:
@@ -26,13 +31,14 @@ def _prepare_round(world, status: str) -> CollectionRound:
             "interventions_before": 12.5,
             "interventions_after": 3.5,
         },
-        start_date=START,
+        start_date=_start(),
         days=9,
     )
     task = world.collection_task
-    task.start_at = datetime(2026, 12, 7, 8, 0, tzinfo=UTC)
-    task.end_at = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
-    task.save(update_fields=["start_at", "end_at"])
+    task.scheduled_date = _start()
+    task.start_at = datetime.combine(_start(), time(8), tzinfo=UTC)
+    task.end_at = datetime.combine(_start(), time(12), tzinfo=UTC)
+    task.save(update_fields=["scheduled_date", "start_at", "end_at"])
     round.refresh_from_db()
     if status == "planned":
         round_transition(round=round, to_status="planned")
@@ -54,7 +60,9 @@ def _shows_round(body: str) -> dict[str, bool]:
         "next round": "Next round" in body,
         "row": re.search(r"<td>Round 1</td>", body) is not None,
         "episodes": "4,321" in body or "4321" in body or "4 321" in body,
-        "dates": "Dec. 7, 2026" in body or "2026-12-07" in body or "9 days" in body,
+        "dates": dateformat.format(_start(), "N j, Y") in body
+        or _start().isoformat() in body
+        or "9 days" in body,
     }
 
 

@@ -261,3 +261,45 @@ def test_reading_twice_gives_the_same_messages_and_counts(tmp_path):
 
     assert first == second
     assert recording.files[0].messages == len(first)
+
+
+def _set_u32(path: Path, at: int, value: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[at : at + 4] = value.to_bytes(4, "little")
+    path.write_bytes(bytes(data))
+
+
+def test_a_data_section_crc_mismatch_names_the_file_and_the_bytes_it_covers(tmp_path):
+    path = fx.write_uncompressed(tmp_path / "rec.mcap")
+    data = path.read_bytes()
+    summary_start = int.from_bytes(data[-28:-20], "little")  # the footer's first field
+    data_end = summary_start - 9 - 4  # the data end record: opcode, length, its CRC
+    stored = int.from_bytes(data[data_end + 9 : data_end + 13], "little")
+    _set_u32(path, data_end + 9, stored ^ 0x1)
+
+    with pytest.raises(CaptureReadError) as refused:
+        validate_recording([path], None)
+
+    assert str(refused.value).startswith(
+        f"rec.mcap: corrupt: data section CRC mismatch over bytes 8-{data_end - 1:,} "
+        f"(checked at the data end record at offset {data_end:,}"
+    )
+    assert refused.value.offset == data_end
+
+
+def test_a_summary_section_crc_mismatch_names_the_file_and_the_bytes_it_covers(tmp_path):
+    path = fx.write_uncompressed(tmp_path / "rec.mcap")
+    data = path.read_bytes()
+    summary_start = int.from_bytes(data[-28:-20], "little")  # the footer's first field
+    footer = len(data) - 8 - 20 - 9  # closing magic, footer body, record header
+    stored = int.from_bytes(data[-12:-8], "little")
+    _set_u32(path, len(data) - 12, stored ^ 0x1)
+
+    with pytest.raises(CaptureReadError) as refused:
+        validate_recording([path], None)
+
+    assert str(refused.value).startswith(
+        f"rec.mcap: corrupt: summary section CRC mismatch over bytes {summary_start:,}-"
+        f"{len(data) - 8 - 4 - 1:,} (checked at the footer at offset {footer:,}"
+    )
+    assert refused.value.offset == footer

@@ -14,7 +14,7 @@ import pytest
 from django.db import connection
 from django.db.models import ProtectedError
 
-from accounts.services import JobCancelled
+from accounts.services import JobCancelled, JobContext
 from labeling.importers import direct
 from labeling.importers.errors import ImportFailed
 from labeling.importers.writes import lock_references
@@ -225,9 +225,7 @@ def test_a_trailing_blank_line_still_imports(world_a, tmp_path):
 
 
 def test_a_cancel_during_the_direct_load_leaves_nothing(world_a, tmp_path, monkeypatch):
-    from labeling.services import _JobReporter
-
-    monkeypatch.setattr(_JobReporter, "cancel_requested", lambda self: True)
+    monkeypatch.setattr(JobContext, "cancel_requested", lambda self: True)
     path = tmp_path / "m.csv"
     path.write_text("key,lighting\na,dim\nb,brand new\n", encoding="utf-8")
     before = Episode.objects.count()

@@ -575,9 +575,7 @@ def test_cancelling_during_staging_writes_nothing_and_ends_cancelled(
 
 
 def test_a_cancel_seen_just_before_writing_leaves_nothing(world_a, tmp_path, monkeypatch):
-    from labeling.services import _JobReporter
-
-    monkeypatch.setattr(_JobReporter, "cancel_requested", lambda self: True)
+    monkeypatch.setattr(JobContext, "cancel_requested", lambda self: True)
     before = snapshot()
 
     record = run(
@@ -613,16 +611,15 @@ def test_a_long_phase_extends_the_jobs_lease_so_the_reaper_leaves_it_alone(
     from django.utils import timezone
 
     from accounts.models import Job
-    from labeling.services import _JobReporter
 
     seen = []
-    original = _JobReporter.extend_lease
+    original = JobContext.extend_lease
 
     def spy(self, seconds):
         original(self, seconds)
-        seen.append(Job.objects.get(pk=self.ctx.job.pk).heartbeat_at)
+        seen.append(Job.objects.get(pk=self.job.pk).heartbeat_at)
 
-    monkeypatch.setattr(_JobReporter, "extend_lease", spy)
+    monkeypatch.setattr(JobContext, "extend_lease", spy)
 
     run(world_a, write(tmp_path, "m.csv", "key\na\n"))  # direct load: one long phase
     assert len(seen) == 1

@@ -54,7 +54,7 @@ def test_a_running_import_shows_progress_and_the_list_polls(world_a, client_for)
     body = client_for(world_a.manager).get("/inventory/").content.decode()
 
     assert 'hx-get="/inventory/imports/rows/" hx-trigger="every 2s"' in body
-    assert '<progress max="1000000" value="250000">' in body
+    assert 'data-state="running" max="1000000" value="250000"' in body
     assert "250,000 / 1,000,000 rows" in body
 
 

@@ -171,7 +171,7 @@ def test_a_checksum_mismatch_is_refused_and_the_upload_reset(rig, client_for):
     assert not Recording.objects.exclude(storage_path="/nonexistent").exists()
 
 
-def test_a_checksum_mismatch_names_the_byte_range_it_covers(rig, client_for):
+def test_a_checksum_mismatch_names_the_file_and_the_byte_range_it_covers(rig, client_for):
     world, _, tmp = rig
     data = fx.write_good(tmp / "good.mcap").read_bytes()
     client = client_for(world.field)
@@ -185,7 +185,7 @@ def test_a_checksum_mismatch_names_the_byte_range_it_covers(rig, client_for):
     )
 
     assert done.status_code == 422
-    assert f"bytes 0-{len(data) - 1}" in done.json()["detail"]
+    assert f"good.mcap, bytes 0-{len(data) - 1}" in done.json()["detail"]
     assert "from offset 0" in done.json()["detail"]
 
 

@@ -54,7 +54,8 @@ class Command(BaseCommand):
 
     def _plan(self, campaign: Any, options: dict[str, Any]) -> None:
         from analytics.models import GapReport
-        from analytics.services.gap import gap_report_build, gap_report_latest
+        from analytics.selectors import gap_report_latest
+        from analytics.services.gap import gap_report_build
         from analytics.services.planning import round_plan_from_gap
         from campaigns.models import CollectionRound
         from campaigns.services import round_create

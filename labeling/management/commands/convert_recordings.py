@@ -66,7 +66,7 @@ class Command(BaseCommand):
         from labeling.capture.streams import StreamMappingError
         from labeling.exports.frames import FrameEpisode, Source, write_frames_dataset
         from labeling.exports.lerobot import DatasetWriteError
-        from labeling.recordings import stream_map_for
+        from labeling.selectors import stream_map_for
         from sites.models import Embodiment
 
         embodiments = Embodiment.objects.filter(slug=options["embodiment"]).prefetch_related(

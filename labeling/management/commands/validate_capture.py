@@ -33,7 +33,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         from labeling.capture import CaptureReadError, validate_recording
         from labeling.capture.spec import CaptureSpecError
-        from labeling.recordings import capture_spec_for
+        from labeling.selectors import capture_spec_for
 
         spec = None
         if options.get("embodiment"):

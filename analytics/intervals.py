@@ -1,11 +1,14 @@
-"""Confidence intervals for success rates, their changes, and demonstration trial counts.
+"""Confidence intervals for rates, their changes, and demonstration trial counts.
 
-All functions are Django-free and vectorised over numpy arrays where that makes sense.
+The one home of the interval maths (Wilson, Beta). All functions are Django-free and vectorised over numpy arrays where that makes sense.
 
 * :func:`wilson_interval` — the Wilson score interval; good coverage down to a handful of
   trials and never outside [0, 1]. Used for every per-cell and per-group figure people read.
-* :func:`beta_interval` — an equal-tailed Beta-posterior interval (uniform prior by default,
-  ``prior="jeffreys"`` for Beta(1/2, 1/2) with the usual boundary convention).
+* :func:`credible_interval` — the equal-tailed interval of a Beta(alpha, beta) (the gap
+  report's posterior failure rates).
+* :func:`beta_interval` — an equal-tailed Beta-posterior interval of a success rate from
+  counts (uniform prior by default, ``prior="jeffreys"`` for Beta(1/2, 1/2) with the usual
+  boundary convention); :func:`credible_interval` of the posterior.
 * :func:`difference_interval` — Newcombe's hybrid score interval for a change between two
   independent proportions (Newcombe 1998, method 10): the Wilson limits of each proportion
   combined by the square-and-add rule. Unlike a Wald interval it behaves at 0 and 100%
@@ -82,6 +85,23 @@ def _prior_params(prior: Prior) -> tuple[float, float]:
     return alpha, beta
 
 
+def credible_interval(
+    alpha: npt.ArrayLike, beta: npt.ArrayLike, level: float = 0.95
+) -> tuple[FloatArray, FloatArray]:
+    """Return the equal-tailed ``level`` credible interval ``(low, high)`` of a Beta.
+
+    Raises ValueError unless ``0 < level < 1``.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    tail = (1.0 - level) / 2.0
+    a_arr = np.asarray(alpha, dtype=np.float64)
+    b_arr = np.asarray(beta, dtype=np.float64)
+    low = special.betaincinv(a_arr, b_arr, tail)
+    high = special.betaincinv(a_arr, b_arr, 1.0 - tail)
+    return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+
+
 def beta_interval(
     successes: npt.ArrayLike,
     trials: npt.ArrayLike,
@@ -99,9 +119,7 @@ def beta_interval(
         raise ValueError(f"level must be in (0, 1), got {level}")
     alpha0, beta0 = _prior_params(prior)
     s, t = _counts(successes, trials)
-    tail = (1.0 - level) / 2.0
-    low = special.betaincinv(alpha0 + s, beta0 + t - s, tail)
-    high = special.betaincinv(alpha0 + s, beta0 + t - s, 1.0 - tail)
+    low, high = credible_interval(alpha0 + s, beta0 + t - s, level)
     low = np.where(s == 0, 0.0, low)
     high = np.where(s == t, 1.0, high)
     return np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)

@@ -1,4 +1,4 @@
-"""Work beside a report: long-lived threads with their own connections, outside transactions."""
+"""Work beside the request: long-lived threads with their own connections, outside transactions."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import threading
 import pytest
 from django.db import connection
 
-from analytics.services.gap_inputs import Beside
+from accounts.beside import Beside
 
 
 def _backend() -> tuple[int, str]:
@@ -49,3 +49,11 @@ def test_inside_a_transaction_work_runs_inline_and_sees_its_rows():
     pid, thread = Beside(_backend).start().result()
     assert pid == _backend()[0]
     assert thread == threading.current_thread().name
+
+
+@pytest.mark.django_db
+def test_a_caller_in_a_transaction_can_still_ask_for_its_own_connection():
+    pid, thread = Beside(_backend).start(inline=False).result()
+
+    assert pid != _backend()[0]
+    assert thread.startswith("beside")
