@@ -30,7 +30,7 @@ from labeling.capture.takes import (
     takes_in_recording,
 )
 from labeling.models import Episode, Recording, RecordingSegment
-from labeling.recordings import recording_verdict_apply
+from labeling.recording_services import recording_verdict_apply
 from labeling.selectors import stream_map_for
 
 TASK_NAME = "campaigns.tasks.recording_takes"

@@ -10,7 +10,7 @@ from analytics.apis import (
 )
 from campaigns.apis import CampaignViewSet, CollectionTaskViewSet, FieldTeamViewSet, TargetViewSet
 from campaigns.field.apis import FieldPhotoViewSet, FieldRecordViewSet, FieldTaskViewSet
-from campaigns.recordings import CollectionTaskRecordings, RecordingUploadViewSet
+from campaigns.recording_apis import CollectionTaskRecordings, RecordingUploadViewSet
 from labeling.apis import DatasetViewSet, EpisodeViewSet, InventoryImportViewSet
 from labeling.exports.apis import DatasetExportViewSet
 from labeling.labels.apis import (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from labeling.capture.synthetic import T0_NS, CameraPlan, RecordingPlan, write_recording
 from labeling.models import Dataset, Episode
-from labeling.recordings import recording_store_file, recording_validate
+from labeling.recording_services import recording_store_file, recording_validate
 from sites.models import Embodiment
 
 TAKE_S = 3.0

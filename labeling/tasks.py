@@ -21,7 +21,7 @@ def inventory_uploads_purge() -> int:
 
 @shared_task(name="labeling.tasks.recording_validate", acks_late=True)
 def recording_validate(*, job_id: str) -> None:
-    from labeling.recordings import recording_validate_run
+    from labeling.recording_services import recording_validate_run
 
     recording_validate_run(job_id=job_id)
 
@@ -42,6 +42,6 @@ def recording_convert(*, job_id: str) -> None:
 
 @shared_task(name="labeling.tasks.recording_uploads_purge")
 def recording_uploads_purge() -> int:
-    from labeling.recordings import recording_uploads_purge as purge
+    from labeling.recording_services import recording_uploads_purge as purge
 
     return purge()

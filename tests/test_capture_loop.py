@@ -15,7 +15,7 @@ import pytest
 from django.core.management import call_command
 from django.utils import timezone
 
-from campaigns.field.records import task_seen_token
+from campaigns.field.services import task_seen_token
 from labeling.capture.synthetic import T0_NS, CameraPlan, RecordingPlan, write_recording
 from labeling.models import DatasetExport, Episode, RecordingSegment
 

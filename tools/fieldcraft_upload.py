@@ -5,7 +5,7 @@
         [--kind episode|calibration] FILE_OR_FOLDER [...]
     python tools/fieldcraft_upload.py ... --watch FOLDER [--interval 5] [--settle 10]
 
-It speaks the upload API in ``campaigns/recordings.py``. Each file's SHA-256 is declared before
+It speaks the upload API in ``campaigns/recording_apis.py``. Each file's SHA-256 is declared before
 a byte is sent, so the server answers "already stored" for content it holds, and hands back the
 unfinished upload of the same content so a killed uploader, started again, resumes where the
 server's copy ends. Chunks go up with a Content-Range; after a network error or a 5xx the
@@ -52,7 +52,7 @@ from typing import IO, Any
 
 MB = 1024 * 1024
 MCAP_MAGIC = b"\x89MCAP0\r\n"
-MAX_CHUNK_MB = 16  # the protocol's limit per chunk (labeling.recordings.MAX_CHUNK_BYTES)
+MAX_CHUNK_MB = 16  # the protocol's limit per chunk (labeling.recording_services.MAX_CHUNK_BYTES)
 BACKOFF_CAP_S = 60.0
 MAX_CONFLICTS = 5  # 409s in a row without progress before the upload is given up
 MAX_HASHES = 5000  # remembered file hashes; the oldest are forgotten first

@@ -27,7 +27,8 @@ from accounts.apis import ScopedViewSetMixin
 from accounts.models import Role, membership_of
 from accounts.pagination import LargeListPagination
 from accounts.parsers import FormParser, MultiPartParser
-from campaigns.field.records import (
+from campaigns.field.selectors import field_sync
+from campaigns.field.services import (
     BatchMemo,
     FieldRecordForbidden,
     FieldRecordInvalid,
@@ -35,7 +36,6 @@ from campaigns.field.records import (
     RecordConflict,
     field_record_submit,
 )
-from campaigns.field.selectors import field_sync
 from campaigns.models import CollectionTask, FieldRecord
 
 FIELD_ROLES = frozenset({Role.FIELD, Role.MANAGER})

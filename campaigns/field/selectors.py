@@ -26,7 +26,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from campaigns.field.records import BLOCK_REASONS, task_seen_token
+from campaigns.field.services import BLOCK_REASONS, task_seen_token
 from campaigns.models import (
     CaptureTarget,
     CollectionRound,

@@ -30,7 +30,7 @@ from campaigns.field.selectors import (
 )
 from campaigns.models import CollectionRound, CollectionTask, FieldRecord, FieldTeam
 from frontend.views.base import MANAGERS, MemberView
-from labeling.recordings import MAX_CHUNK_BYTES
+from labeling.recording_services import MAX_CHUNK_BYTES
 
 # Everything the tablet needs to start offline. The service worker precaches these under a
 # cache name derived from their content, so a deploy replaces the whole set at once.

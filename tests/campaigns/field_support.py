@@ -9,7 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
-from campaigns.field.records import task_seen_token
+from campaigns.field.services import task_seen_token
 from campaigns.models import CaptureTarget, CollectionTask, ProtocolStep, TaskTarget
 from sites.services import condition_set_intern
 from tests.factories import World

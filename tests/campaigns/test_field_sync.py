@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import F
 
 from accounts.models import AuditEvent
-from campaigns.field.records import RecordConflict, field_record_submit
+from campaigns.field.services import RecordConflict, field_record_submit
 from campaigns.models import CollectionTask, FieldRecord, FieldTeam
 from labeling.models import Episode
 from tests.campaigns.field_support import field_setup, record

@@ -31,7 +31,7 @@ import requests
 from django.db.models import Sum
 from rest_framework.authtoken.models import Token
 
-from campaigns.field.records import content_sha256, field_record_clean
+from campaigns.field.services import content_sha256, field_record_clean
 from campaigns.models import FieldRecord
 from labeling.models import Episode
 from tests.campaigns.field_support import field_setup

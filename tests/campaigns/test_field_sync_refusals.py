@@ -13,7 +13,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db.models import F
 
-from campaigns.field.records import task_seen_token
+from campaigns.field.services import task_seen_token
 from campaigns.models import CollectionTask, FieldRecord, FieldTeam
 from labeling.models import Episode
 from tests.campaigns.field_support import field_setup, record

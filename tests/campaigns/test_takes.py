@@ -16,7 +16,7 @@ from labeling.capture.synthetic import T0_NS, CameraPlan, RecordingPlan, read_cl
 from labeling.capture.video import decode_video
 from labeling.models import Episode, RecordingSegment
 from labeling.playback import episode_convert
-from labeling.recordings import recording_store_file, recording_validate
+from labeling.recording_services import recording_store_file, recording_validate
 
 TAKES_S = [(1.0, 3.0), (5.0, 7.5), (9.0, 11.0), (13.0, 15.0), (16.5, 19.0)]
 TABLET_AHEAD_S = 2.37  # the tablet's clock runs this far ahead of the robot's

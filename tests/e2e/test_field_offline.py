@@ -186,7 +186,7 @@ def test_manager_changes_reach_the_tablet_and_its_records_are_kept(
 ):
     from django.db.models import F
 
-    from campaigns.field.records import field_record_submit
+    from campaigns.field.services import field_record_submit
     from campaigns.models import CollectionTask, FieldTeam, TaskTarget
 
     setup = field_setup(build_world("qzchange"))

@@ -11,7 +11,7 @@ from django.conf import settings
 from labeling.capture.synthetic import T0_NS, CameraPlan, RecordingPlan, write_recording
 from labeling.models import Episode, Recording
 from labeling.playback import episode_convert
-from labeling.recordings import recording_store_file
+from labeling.recording_services import recording_store_file
 from sites.models import Camera
 
 JOINTS = ("j1", "gripper")

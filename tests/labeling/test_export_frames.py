@@ -38,7 +38,7 @@ from labeling.exports.services import (
     export_folder,
 )
 from labeling.models import DatasetExport, Episode, Recording
-from labeling.recordings import recording_store_file
+from labeling.recording_services import recording_store_file
 from tests.factories import captured_dataset
 from tests.labeling.test_export import _import
 

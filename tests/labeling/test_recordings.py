@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from campaigns.models import CollectionTask, TaskRecording
-from labeling import recordings
+from labeling import recording_services as recordings
 from labeling.models import Episode, Recording, RecordingUpload
 from sites.models import ActionDimension, Camera, Embodiment
 from tests.labeling import mcap_fixtures as fx
@@ -435,7 +435,7 @@ def test_an_upload_abandoned_halfway_is_cleaned_up_after_the_retention_period(ri
     from django.utils import timezone
 
     from labeling.models import RecordingUpload
-    from labeling.recordings import recording_uploads_purge
+    from labeling.recording_services import recording_uploads_purge
 
     world, _, tmp_path = rig
     client = client_for(world.field)

@@ -8,7 +8,7 @@ Protocol:
         → 200 {offset}           stored; send the next chunk from ``offset``
         → 201 {recording}        last chunk, checksum verified, validation queued
         → 409 {offset}           the chunk did not start where the server's copy ends
-        → 413 {limit}            the chunk is over the limit (labeling.recordings.MAX_CHUNK_BYTES)
+        → 413 {limit}            the chunk is over the limit (labeling.recording_services.MAX_CHUNK_BYTES)
     GET  /api/recording-uploads/{id}/   → {offset} (where to resume)
 """
 
@@ -29,9 +29,9 @@ from accounts.apis import ScopedViewSetMixin
 from accounts.models import Role, membership_of
 from campaigns.models import CollectionTask, TaskRecording
 from campaigns.takes import recording_takes_request
-from labeling import recordings
+from labeling import recording_services as recordings
 from labeling.models import Recording, RecordingUpload
-from labeling.recordings import (
+from labeling.recording_services import (
     UploadChunkMismatch,
     UploadChunkTooLarge,
     UploadError,
