@@ -418,7 +418,7 @@ def next_round_recommendation(
     """Recommend episodes per cell for the next round from the latest gap report, with economics.
 
     Without a ``budget`` it recommends for the episodes the campaign has left after its
-    rounds that are under way or done (draft rounds hold nothing yet), and says so.
+    rounds (all but the newest one still being planned), and says so.
 
     Returns the recommendation (exploration: an upper-confidence bound on each cell's
     learning-curve amplitude, so thinly evaluated cells get the benefit of the doubt), the
@@ -431,8 +431,11 @@ def next_round_recommendation(
 
     budget_note = None
     if budget is None:
-        drafts = campaign.rounds.filter(status=CollectionRound.Status.DRAFT)
-        left = campaign_remaining(campaign=campaign, exclude=drafts.order_by("-number").first())
+        # The round a recommendation is for is the newest one still being planned (its own
+        # plan, if any, is replaced when it is planned again): it does not count as spent.
+        editable = (CollectionRound.Status.DRAFT, CollectionRound.Status.PLANNED)
+        nxt = campaign.rounds.filter(status__in=editable).order_by("-number").first()
+        left = campaign_remaining(campaign=campaign, exclude=nxt)
         if left.episodes is None:
             raise ImpactUnavailable(
                 f"{campaign.name} has no episode budget: give the recommendation a budget."

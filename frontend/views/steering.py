@@ -153,7 +153,11 @@ class RoundImpact(MemberView, TemplateView):
             .first()
         )
         context: dict[str, Any] = {"round": round, "campaign": round.campaign, "report": report}
-        nxt = round.campaign.rounds.filter(number=round.number + 1, status="draft").first()
+        nxt = (
+            round.campaign.rounds.filter(status__in=("draft", "planned"))
+            .order_by("-number")
+            .first()
+        )
         context["remaining"] = campaign_remaining(campaign=round.campaign, exclude=nxt)
         if report is None:
             try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -23,7 +24,7 @@ from campaigns.services.plan_steps.inputs import PlanInputs
 from sites.services import condition_sets_intern
 
 
-def _target_key(inputs: PlanInputs, cell: int) -> str:
+def _target_key(cell: int) -> str:
     return f"cell-{cell}"
 
 
@@ -45,29 +46,15 @@ def draft_check_tasks(
     """The draft as the checker sees it: (tasks, targets, locked tasks, locked target counts)."""
     round = inputs.round
     number = round.number
-    locked = []
-    for task in check_tasks(tasks=inputs.locked_tasks, ours=True, round_numbers={round.pk: number}):
-        locked.append(task)
     # Locked visits' batches are keyed by cell, as the draft's are.
     cell_key = {
-        f"target-{tt.target_id}": _target_key(inputs, inputs.cell_of(tt.target))
+        f"target-{tt.target_id}": _target_key(inputs.cell_of(tt.target))
         for t in inputs.locked_tasks
         for tt in t.task_targets.all()
     }
     locked = [
-        CheckTask(
-            key=t.key,
-            round=t.round,
-            ours=True,
-            site=t.site,
-            embodiment=t.embodiment,
-            team=t.team,
-            start=t.start,
-            end=t.end,
-            batches=tuple(sorted((cell_key[k], n) for k, n in t.batches)),
-            locked=True,
-        )
-        for t in locked
+        replace(t, batches=tuple(sorted((cell_key[k], n) for k, n in t.batches)))
+        for t in check_tasks(tasks=inputs.locked_tasks, ours=True, round_numbers={round.pk: number})
     ]
     new = [
         CheckTask(
@@ -79,7 +66,7 @@ def draft_check_tasks(
             team=d.team,
             start=d.start,
             end=d.end,
-            batches=tuple(sorted((_target_key(inputs, c), n) for c, n in d.shares.items())),
+            batches=tuple(sorted((_target_key(c), n) for c, n in d.shares.items())),
         )
         for d in draft.tasks
     ]
@@ -87,14 +74,14 @@ def draft_check_tasks(
     locked_cells = {inputs.cell_of(t): t for t in inputs.locked_targets}
     targets = [
         CheckTarget(
-            key=_target_key(inputs, c),
+            key=_target_key(c),
             label=inputs.cells[c].label,
             episodes_wanted=n,
             locked=c in locked_cells,
         )
         for c, n in sorted(wanted.items())
     ]
-    locked_targets = {_target_key(inputs, c): t.episodes_wanted for c, t in locked_cells.items()}
+    locked_targets = {_target_key(c): t.episodes_wanted for c, t in locked_cells.items()}
     return [*locked, *new], targets, locked, locked_targets
 
 
