@@ -221,14 +221,8 @@ def _audit(request: Request, verb: str, instance: models.Model, data: Any) -> No
         actor=request.user,
         verb=f"api_{verb}",
         obj=instance,
-        changes=_jsonable(changes),
+        changes=changes,
     )
-
-
-def _jsonable(value: Any) -> Any:
-    import json
-
-    return json.loads(json.dumps(value, default=str))
 
 
 @contextmanager

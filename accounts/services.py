@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -234,6 +235,11 @@ def jobs_requeue_stale() -> int:
     return len(stale)
 
 
+def jsonable(value: Any) -> Any:
+    """Return ``value`` as plain JSON data: model instances by primary key, the rest as text."""
+    return json.loads(json.dumps(value, default=lambda v: getattr(v, "pk", None) or str(v)))
+
+
 def audit_record(
     *,
     organization: Organization | int,
@@ -242,7 +248,7 @@ def audit_record(
     obj: models.Model,
     changes: dict[str, Any] | None = None,
 ) -> AuditEvent:
-    """Append one line to the audit trail."""
+    """Append one line to the audit trail (``changes`` made JSON: objects by primary key)."""
     org_id = organization if isinstance(organization, int) else organization.pk
     return AuditEvent.objects.create(
         organization_id=org_id,
@@ -251,5 +257,5 @@ def audit_record(
         object_type=obj._meta.label,
         object_id=str(obj.pk),
         object_repr=str(obj)[:200],
-        changes=changes or {},
+        changes=jsonable(changes or {}),
     )

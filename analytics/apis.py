@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from django.core.paginator import Paginator
@@ -23,10 +25,12 @@ from analytics.models import (
     RoundImpactReport,
 )
 from analytics.selectors import GapFilterInvalid, gap_cells
+from analytics.services.policies import policy_version_create, policy_version_update
 from campaigns.apis import PlanRequestSerializer, RoundViewSet
 from campaigns.models import Campaign, CollectionRound
 from labeling.models import Dataset
 from sites.models import Embodiment, Task
+from sites.services import LinkRefused
 
 
 class GapReportSerializer(serializers.ModelSerializer):
@@ -235,9 +239,39 @@ class PolicyVersionSerializer(serializers.ModelSerializer):
             )
         return fields
 
+    def create(self, validated_data: dict[str, Any]) -> PolicyVersion:
+        with links_as_400():
+            return policy_version_create(
+                organization=validated_data.pop("organization"),
+                actor=self.context["request"].user,
+                datasets=validated_data.pop("trained_on_datasets", []),
+                rounds=validated_data.pop("trained_on_rounds", []),
+                fields=validated_data,
+            )
+
+    def update(self, instance: PolicyVersion, validated_data: dict[str, Any]) -> PolicyVersion:
+        with links_as_400():
+            return policy_version_update(
+                policy=instance,
+                actor=self.context["request"].user,
+                datasets=validated_data.pop("trained_on_datasets", None),
+                rounds=validated_data.pop("trained_on_rounds", None),
+                fields=validated_data,
+            )
+
+
+@contextmanager
+def links_as_400() -> Iterator[None]:
+    try:
+        yield
+    except LinkRefused as exc:
+        raise serializers.ValidationError({exc.field: str(exc)}) from exc
+
 
 class PolicyVersionViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
     """Policy versions and the datasets and rounds each was trained on."""
+
+    audited_by_service = True
 
     base_queryset = PolicyVersion.objects.prefetch_related(
         "trained_on_datasets", "trained_on_rounds"

@@ -39,16 +39,84 @@ def plot_texts(values: Iterable[Any]) -> list[str]:
     return [plot_text(v) for v in values]
 
 
+# Units of each heatmap metric, for its colour bar.
+METRIC_UNITS = {
+    "target_share": "share of production cycles",
+    "train_share": "share of training episodes",
+    "priority": "interventions per day avoided per episode",
+    "interventions_per_day": "interventions per day",
+}
+SHARE_METRICS = frozenset({"target_share", "train_share"})
+
+
+# A legend in one row between the title and the plot, where it hides no bar and no tick.
+LEGEND_ABOVE = {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 1, "xanchor": "right"}
+
+
 def _layout(title: str, **extra: Any) -> dict[str, Any]:
     layout: dict[str, Any] = {
         "title": {"text": plot_text(title), "font": {"size": 14}},
-        "margin": {"l": 140, "r": 20, "t": 40, "b": 80},
+        # Small fixed margins: every axis sets ``automargin`` so plotly grows them to fit
+        # its tick labels and titles instead of clipping them; the top one leaves the title
+        # a row of its own above a legend.
+        "margin": {"l": 40, "r": 20, "t": 70 if "legend" in extra else 40, "b": 40},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
         "font": {"family": "system-ui, sans-serif", "size": 12},
     }
     layout.update(extra)
     return layout
+
+
+def tick_label(label: Any, *, width: int = 18, lines: int = 2) -> str:
+    """Fit a label into at most ``lines`` lines of about ``width`` characters, for a tick.
+
+    Wraps on spaces, cuts what does not fit with an ellipsis and escapes the text (the
+    ``<br>`` between lines is the only markup). The full label stays the category's value,
+    so hovers show it whole.
+    """
+    words = ("" if label is None else str(label)).split()
+    rows: list[str] = []
+    for word in words:
+        if rows and len(rows[-1]) + 1 + len(word) <= width:
+            rows[-1] = f"{rows[-1]} {word}"
+        else:
+            rows.append(word)
+    cut = len(rows) > lines
+    rows = rows[:lines]
+    if rows and cut:
+        rows[-1] = rows[-1][: width - 1].rstrip() + "…"
+    rows = [r if len(r) <= width + 2 else r[: width - 1].rstrip() + "…" for r in rows]
+    return "<br>".join(plot_text(r) for r in rows)
+
+
+def _category_axis(
+    labels: list[str], *, title: str, width: int, lines: int = 2, **extra: Any
+) -> dict[str, Any]:
+    """An axis of named categories: full labels as values, wrapped and shortened tick text."""
+    axis: dict[str, Any] = {
+        "title": {"text": plot_text(title)},
+        "automargin": True,
+        "type": "category",
+        "tickmode": "array",
+        "tickvals": plot_texts(labels),
+        "ticktext": [tick_label(v, width=width, lines=lines) for v in labels],
+    }
+    axis.update(extra)
+    return axis
+
+
+def _value_axis(title: str, **extra: Any) -> dict[str, Any]:
+    axis: dict[str, Any] = {"title": {"text": plot_text(title)}, "automargin": True}
+    axis.update(extra)
+    return axis
+
+
+def _lines(labels: list[str], *, width: int, lines: int) -> int:
+    """How many lines the tallest tick label of ``labels`` takes."""
+    return max(
+        (tick_label(v, width=width, lines=lines).count("<br>") + 1 for v in labels), default=1
+    )
 
 
 def heatmap(
@@ -58,11 +126,13 @@ def heatmap(
     z: list[list[float | None]],
     metric: str,
     hover: list[list[str]] | None = None,
+    x_title: str = "",
+    y_title: str = "",
 ) -> dict[str, Any]:
-    """Heatmap of a metric over two condition dimensions.
+    """Heatmap of a metric over two condition dimensions (``x_title``, ``y_title``: their names).
 
     ``hover`` is trusted markup (numbers and ``<br>``) built by the caller; the labels are
-    escaped here.
+    escaped here. The figure grows with the number of rows, so each stays readable.
     """
     trace: dict[str, Any] = {
         "type": "heatmap",
@@ -76,77 +146,103 @@ def heatmap(
             else [[0, "#f7fbff"], [0.5, "#6baed6"], [1, "#08306b"]]
         ),
         "hoverongaps": False,
-        "colorbar": {"title": {"text": ""}},
+        "colorbar": {
+            "title": {"text": plot_text(METRIC_UNITS.get(metric, metric)), "side": "right"},
+            **({"tickformat": ".0%"} if metric in SHARE_METRICS else {}),
+        },
     }
     if hover is not None:
         trace["text"] = hover
         trace["hovertemplate"] = "%{y} × %{x}<br>%{text}<extra></extra>"
-    return {"data": [trace], "layout": _layout(METRICS.get(metric, metric), height=360)}
+    else:
+        trace["hovertemplate"] = "%{y} × %{x}: %{z}<extra></extra>"
+    x_lines = _lines(x_labels, width=14, lines=3)
+    return {
+        "data": [trace],
+        "layout": _layout(
+            METRICS.get(metric, metric),
+            height=max(320, 140 + 36 * len(y_labels) + 14 * x_lines),
+            xaxis=_category_axis(x_labels, title=x_title or "condition", width=14, lines=3),
+            yaxis=_category_axis(
+                y_labels, title=y_title or "condition", width=24, autorange="reversed"
+            ),
+        ),
+    }
 
 
 def dimension_bars(
     *, dimension: str, values: list[str], target: list[float], training: list[float], psi: float
 ) -> dict[str, Any]:
-    """Target vs training share per value of one dimension."""
+    """Target vs training share per value of one dimension, one row of bars per value."""
+    shown = plot_texts(values)
     return {
         "data": [
             {
                 "type": "bar",
+                "orientation": "h",
                 "name": "Target",
-                "x": plot_texts(values),
-                "y": target,
+                "y": shown,
+                "x": target,
                 "marker": {"color": PALETTE["target"]},
-                "hovertemplate": "%{x}: %{y:.1%} of production<extra></extra>",
+                "hovertemplate": "%{y}: %{x:.1%} of production<extra></extra>",
             },
             {
                 "type": "bar",
+                "orientation": "h",
                 "name": "Training",
-                "x": plot_texts(values),
-                "y": training,
+                "y": shown,
+                "x": training,
                 "marker": {"color": PALETTE["training"]},
-                "hovertemplate": "%{x}: %{y:.1%} of training<extra></extra>",
+                "hovertemplate": "%{y}: %{x:.1%} of training<extra></extra>",
             },
         ],
         "layout": _layout(
             f"{dimension} (PSI {psi:.2f})",
             barmode="group",
-            height=260,
-            yaxis={"tickformat": ".0%"},
-            margin={"l": 50, "r": 10, "t": 40, "b": 60},
-            legend={"orientation": "h", "y": -0.3},
+            height=max(240, 110 + 44 * len(values)),
+            xaxis=_value_axis("share of production cycles or training episodes", tickformat=".0%"),
+            yaxis=_category_axis(values, title=dimension, width=20, autorange="reversed"),
+            legend=LEGEND_ABOVE,
         ),
     }
 
 
 def comparison_bars(
-    *, labels: list[str], before: list[float], after: list[float], title: str
+    *, labels: list[str], before: list[float | None], after: list[float | None], title: str
 ) -> dict[str, Any]:
-    """Before/after of a metric for a few cells (what moved between two reports)."""
+    """Before/after of a metric for a few cells (what moved between two reports).
+
+    A ``None`` is a cell one of the reports did not have: no bar, not a bar at zero.
+    """
+    shown = plot_texts(labels)
     return {
         "data": [
             {
                 "type": "bar",
                 "orientation": "h",
                 "name": "Earlier",
-                "y": plot_texts(labels),
+                "y": shown,
                 "x": before,
                 "marker": {"color": "#9aa5ad"},
+                "hovertemplate": "%{y}<br>earlier: %{x:.2f} interventions per day<extra></extra>",
             },
             {
                 "type": "bar",
                 "orientation": "h",
                 "name": "Later",
-                "y": plot_texts(labels),
+                "y": shown,
                 "x": after,
                 "marker": {"color": PALETTE["target"]},
+                "hovertemplate": "%{y}<br>later: %{x:.2f} interventions per day<extra></extra>",
             },
         ],
         "layout": _layout(
             title,
             barmode="group",
-            height=max(260, 28 * len(labels) + 80),
-            margin={"l": 320, "r": 20, "t": 40, "b": 40},
-            yaxis={"automargin": True},
+            height=max(260, 110 + 40 * len(labels)),
+            xaxis=_value_axis("interventions per day", rangemode="tozero"),
+            yaxis=_category_axis(labels, title="condition cell", width=32),
+            legend=LEGEND_ABOVE,
         ),
     }
 
@@ -191,6 +287,7 @@ def site_map(*, sites: list[dict[str, Any]]) -> dict[str, Any]:
             xaxis={
                 "range": [min(lons) - pad, max(lons) + pad],
                 "title": {"text": "longitude °E"},
+                "automargin": True,
                 "showgrid": True,
                 "gridcolor": "#eef2f5",
                 "zeroline": False,
@@ -198,14 +295,14 @@ def site_map(*, sites: list[dict[str, Any]]) -> dict[str, Any]:
             yaxis={
                 "range": [min(lats) - pad, max(lats) + pad],
                 "title": {"text": "latitude °N"},
+                "automargin": True,
                 "showgrid": True,
                 "gridcolor": "#eef2f5",
                 "zeroline": False,
                 "scaleanchor": "x",
                 "scaleratio": 1.6,
             },
-            margin={"l": 60, "r": 20, "t": 40, "b": 50},
-            legend={"orientation": "h", "y": -0.2},
+            legend=LEGEND_ABOVE,
         ),
     }
 
@@ -217,7 +314,7 @@ def gap_trend(*, series: list[dict[str, Any]]) -> dict[str, Any]:
             {
                 "type": "scatter",
                 "mode": "lines+markers",
-                "name": "Interventions/day",
+                "name": "Interventions per day",
                 "x": [p["when"] for p in series],
                 "y": [p["interventions"] for p in series],
                 "marker": {"color": PALETTE["priority"]},
@@ -235,16 +332,17 @@ def gap_trend(*, series: list[dict[str, Any]]) -> dict[str, Any]:
         "layout": _layout(
             "Gap trend across reports",
             height=320,
-            yaxis={"title": {"text": "interventions/day"}, "rangemode": "tozero"},
+            xaxis=_value_axis("report finished", type="date"),
+            yaxis=_value_axis("interventions per day", rangemode="tozero"),
             yaxis2={
-                "title": {"text": "uncovered"},
+                "title": {"text": "target mass uncovered"},
+                "automargin": True,
                 "overlaying": "y",
                 "side": "right",
                 "tickformat": ".0%",
                 "rangemode": "tozero",
             },
-            margin={"l": 60, "r": 60, "t": 40, "b": 50},
-            legend={"orientation": "h", "y": -0.25},
+            legend=LEGEND_ABOVE,
         ),
     }
 
@@ -257,8 +355,12 @@ def performance_shift(
     after: list[float],
     after_err: list[list[float]],
     title: str,
+    category: str = "site or condition group",
 ) -> dict[str, Any]:
-    """Success before and after a round per cell or site, with 95% intervals as error bars."""
+    """Success before and after a round per cell or site, with 95% intervals as error bars.
+
+    ``category`` names what the bars are per (the x axis title): "site", "condition group".
+    """
 
     shown = plot_texts(labels)
 
@@ -289,9 +391,31 @@ def performance_shift(
         "layout": _layout(
             title,
             barmode="group",
-            height=340,
-            yaxis={"tickformat": ".1%", "range": [bottom, 1.0]},
-            margin={"l": 60, "r": 20, "t": 40, "b": 120},
-            legend={"orientation": "h", "y": 1.1},
+            height=300 + 16 * _lines(labels, width=16, lines=3),
+            xaxis=_category_axis(labels, title=category, width=16, lines=3),
+            yaxis=_value_axis("success rate", tickformat=".1%", range=[bottom, 1.0]),
+            legend=LEGEND_ABOVE,
+        ),
+    }
+
+
+def forecast_lines(*, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Interventions per day by round, one line per strategy of a forecast (log scale)."""
+    return {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": name,
+                "x": list(range(len(r["interventions_per_day"]))),
+                "y": r["interventions_per_day"],
+            }
+            for name, r in runs.items()
+        ],
+        "layout": _layout(
+            "Interventions per day by round (synthetic world)",
+            xaxis={"title": {"text": "round"}, "automargin": True},
+            yaxis={"title": {"text": "interventions per day"}, "type": "log", "automargin": True},
+            height=380,
         ),
     }

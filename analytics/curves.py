@@ -1,4 +1,4 @@
-"""Learning curves and Beta posteriors for per-cell failure rates (Django-free).
+"""The pooled learning curve and its fit (Django-free); per-cell curves: :mod:`analytics.learning`.
 
 A learning curve says how a policy's failure rate in a condition cell falls as training
 episodes from that cell accumulate::
@@ -41,9 +41,6 @@ FloatArray = npt.NDArray[np.float64]
 
 B_BOUNDS: tuple[float, float] = (0.05, 2.0)
 """Allowed learning-curve exponents: flatter than 0.05 is no learning, steeper than 2 is noise."""
-
-DEFAULT_PRIOR_STRENGTH = 20.0
-"""Beta prior pseudo-trials: the curve dominates a cell until it has about 20 trials."""
 
 # Keeps log(f) and log(1 - f) finite in the likelihood and Beta parameters positive.
 _RATE_EPS = 1e-12
@@ -239,41 +236,3 @@ def fit_learning_curve(
 def _share(curve: LearningCurve) -> float:
     total = curve.f_inf + curve.a
     return curve.f_inf / total if total > 0 else 0.5
-
-
-def beta_posterior(
-    trials: npt.ArrayLike,
-    successes: npt.ArrayLike,
-    prior_rate: npt.ArrayLike,
-    prior_strength: float = DEFAULT_PRIOR_STRENGTH,
-) -> tuple[FloatArray, FloatArray]:
-    """Return Beta ``(alpha, beta)`` of the *failure* rate given outcomes and a prior rate.
-
-    The prior is ``Beta(s * r, s * (1 - r))`` with ``s = prior_strength`` pseudo-trials at
-    rate ``r``; ``r`` is clipped into (0, 1) so the parameters stay valid. Raises ValueError
-    if ``prior_strength <= 0`` or outcomes are inconsistent.
-    """
-    if not prior_strength > 0:
-        raise ValueError(f"prior_strength must be > 0, got {prior_strength}")
-    t_arr = np.asarray(trials, dtype=np.float64)
-    s_arr = np.asarray(successes, dtype=np.float64)
-    if np.any(s_arr < 0) or np.any(s_arr > t_arr):
-        raise ValueError("need 0 <= successes <= trials")
-    rate = np.clip(np.asarray(prior_rate, dtype=np.float64), _RATE_EPS, 1.0 - _RATE_EPS)
-    alpha = prior_strength * rate + (t_arr - s_arr)
-    beta = prior_strength * (1.0 - rate) + s_arr
-    return alpha, beta
-
-
-def posterior_mean(alpha: npt.ArrayLike, beta: npt.ArrayLike) -> FloatArray:
-    """Return the mean ``alpha / (alpha + beta)`` of a Beta distribution."""
-    a_arr = np.asarray(alpha, dtype=np.float64)
-    return a_arr / (a_arr + np.asarray(beta, dtype=np.float64))
-
-
-def posterior_variance(alpha: npt.ArrayLike, beta: npt.ArrayLike) -> FloatArray:
-    """Return the variance of a Beta distribution."""
-    a_arr = np.asarray(alpha, dtype=np.float64)
-    b_arr = np.asarray(beta, dtype=np.float64)
-    total = a_arr + b_arr
-    return a_arr * b_arr / (total * total * (total + 1.0))

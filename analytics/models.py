@@ -330,3 +330,42 @@ class RoundImpactReport(models.Model):
 
     def __str__(self) -> str:
         return f"Impact of {self.round}"
+
+
+class ForecastQuerySet(TenantQuerySet):
+    operator_path = "campaign__organization"
+    customer_path = "campaign__customer"
+
+
+class CampaignForecast(models.Model):
+    """A synthetic campaign played forward under each strategy, for one set of parameters.
+
+    Computed by a job and stored, so a reload shows it at once. The simulated world depends on
+    the parameters only (never on the campaign's data), so a stored forecast stays true.
+    """
+
+    campaign = models.ForeignKey(Campaign, on_delete=models.CASCADE, related_name="forecasts")
+    rounds = models.PositiveSmallIntegerField()
+    budget = models.PositiveIntegerField()
+    seed = models.PositiveIntegerField()
+    job = models.OneToOneField(
+        Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="forecast"
+    )
+    result = models.JSONField(default=dict, blank=True, help_text="Per strategy: the figures.")
+    computed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = ForecastQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "rounds", "budget", "seed"], name="forecast_one_per_parameters"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"Forecast of {self.campaign}: {self.rounds} rounds × {self.budget} (seed {self.seed})"
+        )

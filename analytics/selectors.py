@@ -6,10 +6,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection
-from django.db.models import Sum
+from django.db.models import F, Sum
 
 from analytics.intervals import wilson_interval
-from analytics.models import CurveFitRecord, EvaluationResult, EvaluationRun, GapReport
+from analytics.models import (
+    CampaignForecast,
+    CurveFitRecord,
+    EvaluationResult,
+    EvaluationRun,
+    GapReport,
+)
 from sites.models import Deployment
 
 if TYPE_CHECKING:
@@ -81,7 +87,11 @@ def deployments_reliability(*, deployments: list[Deployment]) -> dict[int, Relia
         run = latest_runs.get(dep.pk)
         if dep.pk in production and production[dep.pk][0]:
             cycles, failures, days = production[dep.pk]
-            successes, trials, source = cycles - failures, cycles, f"production, last {days} days"
+            successes, trials, source = (
+                cycles - failures,
+                cycles,
+                f"production, last {days} day{'' if days == 1 else 's'}",
+            )
         elif run is not None and eval_totals.get(run.pk, (0, 0))[0]:
             trials, successes = eval_totals[run.pk]
             source = f"evaluation: {run.label}"
@@ -195,40 +205,117 @@ def gap_cells(
     return qs.order_by(GAP_SORTS.get(sort, "rank"), "rank")
 
 
+def gap_report_dimensions(*, report: Any) -> list[tuple[str, str]]:
+    """The report's dimensions in its order, as (slug, name): pages show names, forms send slugs."""
+    from sites.models import ConditionDimension
+
+    slugs = list(report.dimension_slugs or [])
+    names = dict(
+        ConditionDimension.objects.filter(
+            organization_id=report.organization_id, slug__in=slugs
+        ).values_list("slug", "name")
+    )
+    return [(slug, names.get(slug, slug)) for slug in slugs]
+
+
 def gap_heatmap(*, report: Any, x: str, y: str, metric: str) -> dict[str, Any]:
-    """Aggregate a report's cells over two dimensions with one GROUP BY."""
+    """Aggregate a report's cells over two dimensions with one GROUP BY.
+
+    Two different dimensions of the report (``y`` empty: one row of all cells, for a report
+    over one dimension), or a figure that says so: one dimension against itself would fill
+    only the diagonal.
+    """
+    if x == y:
+        return {"data": [], "layout": {"title": {"text": "Pick two different dimensions"}}}
+    return gap_heatmaps(views=[(report, x, y)], metrics=(metric,))[(report.pk, x, y)][metric]
+
+
+HeatmapView = tuple[Any, str, str]  # (report, x dimension slug, y dimension slug)
+
+
+def gap_heatmaps(
+    *, views: list[HeatmapView], metrics: tuple[str, ...]
+) -> dict[tuple[int, str, str], dict[str, dict[str, Any]]]:
+    """Heatmaps of several reports, each over its own two dimensions, in every metric asked.
+
+    Three queries whatever the number of reports (one GROUP BY over all their cells, the
+    dimensions, their values): pages that show many reports stay at a fixed query count.
+    Keyed by ``(report.pk, x, y)``, then metric.
+    """
     from analytics import charts
     from sites.models import ConditionDimension, ConditionValue
 
-    metric = metric if metric in charts.METRICS else "target_share"
+    out: dict[tuple[int, str, str], dict[str, dict[str, Any]]] = {}
+    if not views:
+        return out
+    rows: dict[tuple[int, str, str], list[tuple[Any, ...]]] = {}
     with connection.cursor() as cursor:
         cursor.execute(
-            f"""
-            SELECT "values"->>%s, "values"->>%s, SUM(target_share), SUM(train_share),
-                   SUM(priority), SUM(interventions_per_day), SUM({"train_count"})
-            FROM analytics_gapcell WHERE report_id = %s GROUP BY 1, 2
+            """
+            SELECT v.report_id, v.x, v.y, c."values"->>v.x, c."values"->>v.y, SUM(c.target_share),
+                   SUM(c.train_share), SUM(c.priority), SUM(c.interventions_per_day),
+                   SUM(c.train_count)
+            FROM unnest(%s::bigint[], %s::text[], %s::text[]) AS v(report_id, x, y)
+            JOIN analytics_gapcell c ON c.report_id = v.report_id
+            GROUP BY 1, 2, 3, 4, 5
             """,
-            [x, y, report.pk],
+            [[r.pk for r, _, _ in views], [x for _, x, _ in views], [y for _, _, y in views]],
         )
-        rows = cursor.fetchall()
+        for report_id, x, y, *row in cursor.fetchall():
+            rows.setdefault((report_id, x, y), []).append(tuple(row))
     dims = {
-        d.slug: d
+        (d.organization_id, d.slug): d
         for d in ConditionDimension.objects.filter(
-            organization_id=report.organization_id, slug__in=[x, y]
+            organization_id__in={r.organization_id for r, _, _ in views},
+            slug__in={s for _, x, y in views for s in (x, y)},
         )
     }
-    if x not in dims or y not in dims:
-        return {"data": [], "layout": {"title": {"text": "Pick two dimensions of this report"}}}
-    values = {
-        d: list(
-            ConditionValue.objects.filter(dimension=dims[d])
-            .order_by("order")
-            .values_list("slug", "label")
-        )
-        for d in (x, y)
-    }
-    xi = {slug: i for i, (slug, _) in enumerate(values[x])}
-    yi = {slug: i for i, (slug, _) in enumerate(values[y])}
+    values: dict[int, list[tuple[str, str]]] = {}
+    for dimension_id, slug, label in (
+        ConditionValue.objects.filter(dimension__in=list(dims.values()))
+        .order_by("dimension_id", "order")
+        .values_list("dimension_id", "slug", "label")
+    ):
+        values.setdefault(dimension_id, []).append((slug, label))
+    for report, x, y in views:
+        dim_x = dims.get((report.organization_id, x))
+        dim_y = dims.get((report.organization_id, y))
+        figures: dict[str, dict[str, Any]] = {}
+        for metric in metrics:
+            if dim_x is None or (dim_y is None and y):
+                figures[metric] = {
+                    "data": [],
+                    "layout": {"title": {"text": "Pick two dimensions of this report"}},
+                }
+                continue
+            figures[metric] = _heatmap_figure(
+                rows=rows.get((report.pk, x, y), []),
+                x_values=values.get(dim_x.pk, []),
+                # No second dimension (a report over one): a single row of all cells.
+                y_values=list(values.get(dim_y.pk, [])) if dim_y else [(None, "all cells")],
+                metric=metric if metric in charts.METRICS else "target_share",
+                x_title=dim_x.name,
+                y_title=dim_y.name if dim_y else "",
+            )
+        out[(report.pk, x, y)] = figures
+    return out
+
+
+def _heatmap_figure(
+    *,
+    rows: list[tuple[Any, ...]],
+    x_values: list[tuple[str, str]],
+    y_values: list[tuple[str | None, str]],
+    metric: str,
+    x_title: str = "",
+    y_title: str = "",
+) -> dict[str, Any]:
+    """The heatmap figure of aggregated rows (x value, y value, target share, train share,
+    priority, interventions per day, train count)."""
+    from analytics import charts
+
+    xi = {slug: i for i, (slug, _) in enumerate(x_values)}
+    yi = {slug: i for i, (slug, _) in enumerate(y_values)}
     index = {"target_share": 2, "train_share": 3, "priority": 4, "interventions_per_day": 5}[metric]
     z: list[list[float | None]] = [[None] * len(xi) for _ in yi]
     hover = [[""] * len(xi) for _ in yi]
@@ -237,15 +324,18 @@ def gap_heatmap(*, report: Any, x: str, y: str, metric: str) -> dict[str, Any]:
             r, c = yi[row[1]], xi[row[0]]
             z[r][c] = float(row[index])
             hover[r][c] = (
-                f"target {float(row[2]):.1%} · training {float(row[3]):.1%} ({float(row[6]):,.0f} episodes)"
+                f"target {float(row[2]):.1%} · training {float(row[3]):.1%}"
+                f" ({float(row[6]):,.0f} episode{'' if float(row[6]) == 1 else 's'})"
                 f"<br>{float(row[5]):.1f} interventions/day · priority {float(row[4]):.4f}"
             )
     return charts.heatmap(
-        x_labels=[label for _, label in values[x]],
-        y_labels=[label for _, label in values[y]],
+        x_labels=[label for _, label in x_values],
+        y_labels=[label for _, label in y_values],
         z=z,
         metric=metric,
         hover=hover,  # type: ignore[arg-type]
+        x_title=x_title,
+        y_title=y_title,
     )
 
 
@@ -276,10 +366,11 @@ def gap_compare(*, earlier: Any, later: Any, limit: int = 15) -> dict[str, Any]:
     moved = [
         {
             "label": r[0],
-            "before_ipd": r[1] or 0.0,
-            "after_ipd": r[2] or 0.0,
-            "before_n": r[3] or 0.0,
-            "after_n": r[4] or 0.0,
+            # None where a report has no such cell: shown as absent, not as zero.
+            "before_ipd": r[1],
+            "after_ipd": r[2],
+            "before_n": r[3],
+            "after_n": r[4],
             "before_f": r[5],
             "after_f": r[6],
         }
@@ -288,7 +379,7 @@ def gap_compare(*, earlier: Any, later: Any, limit: int = 15) -> dict[str, Any]:
     from analytics import charts
 
     figure = charts.comparison_bars(
-        labels=[m["label"][:60] for m in moved][::-1],
+        labels=[m["label"] for m in moved][::-1],
         before=[m["before_ipd"] for m in moved][::-1],
         after=[m["after_ipd"] for m in moved][::-1],
         title="Expected interventions per day: cells that moved most",
@@ -330,25 +421,44 @@ def customer_dashboard(
         for s in sites
     ]
     campaign_ids = [c.pk for c in campaigns]
-    reports = list(
+    # The trend needs two numbers of each report, not its whole summary: read those only,
+    # then the latest report of each campaign in full.
+    history = list(
         GapReport.objects.filter(campaign_id__in=campaign_ids, status=GapReport.Status.DONE)
-        .order_by("campaign_id", "finished_at")
-        .only("pk", "campaign_id", "finished_at", "summary", "dimension_slugs")
+        .order_by("campaign_id", "finished_at", "pk")
+        .values(
+            "pk",
+            "campaign_id",
+            "finished_at",
+            "dimension_slugs",
+            interventions=F("summary__interventions_per_day"),
+            uncovered=F("summary__uncovered_mass"),
+        )
     )
-    latest: dict[int, Any] = {}
-    for r in reports:
-        latest[r.campaign_id] = r
+    latest_ids = {r["campaign_id"]: r["pk"] for r in history}
+    latest: dict[int, Any] = {
+        r.campaign_id: r
+        for r in GapReport.objects.filter(pk__in=list(latest_ids.values())).only(
+            "pk", "organization_id", "campaign_id", "finished_at", "summary", "dimension_slugs"
+        )
+    }
     trends: dict[int, list[dict[str, Any]]] = {}
-    for r in reports:
+    for h in history:
         # Only reports over the same dimensions as the latest are comparable over time.
-        if r.dimension_slugs == latest[r.campaign_id].dimension_slugs:
-            trends.setdefault(r.campaign_id, []).append(
+        if h["dimension_slugs"] == latest[h["campaign_id"]].dimension_slugs:
+            trends.setdefault(h["campaign_id"], []).append(
                 {
-                    "when": r.finished_at.isoformat() if r.finished_at else "",
-                    "interventions": r.summary.get("interventions_per_day"),
-                    "uncovered": r.summary.get("uncovered_mass"),
+                    "when": h["finished_at"].isoformat() if h["finished_at"] else "",
+                    "interventions": h["interventions"],
+                    "uncovered": h["uncovered"],
                 }
             )
+    heat_views = [
+        (r, r.dimension_slugs[0], r.dimension_slugs[1])
+        for r in latest.values()
+        if len(r.dimension_slugs or []) >= 2
+    ]
+    heatmaps = gap_heatmaps(views=heat_views, metrics=("target_share", "train_share"))
     # Customers see published rounds only (the one place this rule lives for the dashboard
     # and its share links): a draft or planned round, its dates, targets and counts stay
     # with the operator until the plan is published.
@@ -360,22 +470,10 @@ def customer_dashboard(
     sections = []
     for c in campaigns:
         report = latest.get(c.pk)
-        heat = None
+        heat = training = None
         if report is not None and len(report.dimension_slugs or []) >= 2:
-            heat = gap_heatmap(
-                report=report,
-                x=report.dimension_slugs[0],
-                y=report.dimension_slugs[1],
-                metric="target_share",
-            )
-            training = gap_heatmap(
-                report=report,
-                x=report.dimension_slugs[0],
-                y=report.dimension_slugs[1],
-                metric="train_share",
-            )
-        else:
-            training = None
+            figures = heatmaps[(report.pk, report.dimension_slugs[0], report.dimension_slugs[1])]
+            heat, training = figures["target_share"], figures["train_share"]
         c_rounds = [r for r in rounds if r.campaign_id == c.pk]
         next_round = next(
             (r for r in reversed(c_rounds) if r.status in ("scheduled", "collecting")),
@@ -396,11 +494,16 @@ def customer_dashboard(
                 "next_round": next_round,
             }
         )
+    measured = [
+        r.interventions_per_day for r in reliability.values() if r.interventions_per_day is not None
+    ]
     return {
         "reliability": reliability,
         "map": charts.site_map(sites=site_points),
         "sections": sections,
-        "total_ipd": sum(r.interventions_per_day or 0 for r in reliability.values()),
+        # None, not 0, when no deployment is measured: zero interventions would read as perfect.
+        "total_ipd": sum(measured) if measured else None,
+        "measured": len(measured),
         "target_ipd": sum(r.target_interventions_per_day for r in reliability.values()),
     }
 
@@ -421,5 +524,16 @@ def latest_curves(*, campaign: Campaign, dimension_slugs: list[str]) -> CurveFit
             campaign=campaign, dimension_slugs=dimension_slugs, source="fitted"
         )
         .order_by("-created_at")
+        .first()
+    )
+
+
+def campaign_forecast_find(
+    *, campaign: Campaign, rounds: int, budget: int, seed: int
+) -> CampaignForecast | None:
+    """The stored forecast of a campaign for these parameters (with its job), if any."""
+    return (
+        CampaignForecast.objects.filter(campaign=campaign, rounds=rounds, budget=budget, seed=seed)
+        .select_related("job")
         .first()
     )

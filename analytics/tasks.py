@@ -13,3 +13,24 @@ def round_plan_compute(*, job_id: str) -> None:
     from analytics.services.planning import round_plan_run
 
     round_plan_run(job_id=job_id)
+
+
+@shared_task(name="analytics.tasks.campaign_forecast_compute", acks_late=True)
+def campaign_forecast_compute(*, job_id: str) -> None:
+    from analytics.services.forecast import campaign_forecast_run
+
+    campaign_forecast_run(job_id=job_id)
+
+
+@shared_task(name="analytics.tasks.round_impact_measure", acks_late=True)
+def round_impact_measure(*, job_id: str) -> None:
+    from analytics.services.steering_jobs import round_impact_run
+
+    round_impact_run(job_id=job_id)
+
+
+@shared_task(name="analytics.tasks.round_recommendation_compute", acks_late=True)
+def round_recommendation_compute(*, job_id: str) -> None:
+    from analytics.services.steering_jobs import round_recommendation_run
+
+    round_recommendation_run(job_id=job_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 from typing import ClassVar
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
@@ -392,6 +393,22 @@ class CollectionTask(models.Model):
     def __str__(self) -> str:
         when = self.scheduled_date.isoformat() if self.scheduled_date else "unscheduled"
         return f"{self.site} {when}"
+
+    @property
+    def local_window(self) -> str:
+        """The visit's times on the site's clock with the zone's abbreviation: 08:30–12:00 CET.
+
+        One wording for every page and the tablet, so a team never has to convert; empty
+        while the task has no times.
+        """
+        if self.start_at is None or self.end_at is None:
+            return ""
+        try:
+            zone = ZoneInfo(self.site.timezone)
+        except (ZoneInfoNotFoundError, ValueError):
+            zone = ZoneInfo("UTC")
+        start, end = self.start_at.astimezone(zone), self.end_at.astimezone(zone)
+        return f"{start:%H:%M}–{end:%H:%M} {start.tzname()}"
 
 
 class TaskChildQuerySet(PublishedToCustomers):

@@ -1,7 +1,17 @@
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from frontend.views import dashboard, field, gap, inventory, label, planner, rounds, steering
+from frontend.views import (
+    dashboard,
+    field,
+    gap,
+    inventory,
+    label,
+    planner,
+    rounds,
+    steering,
+    world,
+)
 from frontend.views.base import home
 
 planner_urls = (
@@ -15,6 +25,32 @@ planner_urls = (
         path("embodiments/", planner.EmbodimentList.as_view(), name="embodiments"),
         path("embodiments/<int:pk>/", planner.EmbodimentDetail.as_view(), name="embodiment"),
         path("taxonomy/", planner.Taxonomy.as_view(), name="taxonomy"),
+        path("sites/new/", world.SiteCreate.as_view(), name="site-create"),
+        path("sites/<int:pk>/edit/", world.SiteEdit.as_view(), name="site-edit"),
+        path("deployments/new/", world.DeploymentCreate.as_view(), name="deployment-create"),
+        path("deployments/<int:pk>/edit/", world.DeploymentEdit.as_view(), name="deployment-edit"),
+        path("embodiments/new/", world.EmbodimentCreate.as_view(), name="embodiment-create"),
+        path("embodiments/<int:pk>/edit/", world.EmbodimentEdit.as_view(), name="embodiment-edit"),
+        path(
+            "taxonomy/dimensions/new/",
+            world.ConditionDimensionCreate.as_view(),
+            name="dimension-create",
+        ),
+        path(
+            "taxonomy/dimensions/<int:pk>/edit/",
+            world.ConditionDimensionEdit.as_view(),
+            name="dimension-edit",
+        ),
+        path(
+            "taxonomy/failure-modes/new/",
+            world.FailureModeCreate.as_view(),
+            name="failure-mode-create",
+        ),
+        path(
+            "taxonomy/failure-modes/<int:pk>/edit/",
+            world.FailureModeEdit.as_view(),
+            name="failure-mode-edit",
+        ),
         path("campaigns/<int:pk>/gap/", gap.CampaignGap.as_view(), name="campaign-gap"),
         path("campaigns/<int:pk>/gap/new/", gap.GapReportRequest.as_view(), name="gap-request"),
         path("gap/<int:pk>/", gap.GapReportDetail.as_view(), name="gap-report"),
@@ -26,12 +62,22 @@ planner_urls = (
         path("evaluations/", steering.Evaluations.as_view(), name="evaluations"),
         path("rounds/<int:pk>/impact/", steering.RoundImpact.as_view(), name="round-impact"),
         path(
+            "rounds/<int:pk>/impact/job/",
+            steering.RoundImpactProgress.as_view(),
+            name="round-impact-job",
+        ),
+        path(
             "rounds/<int:pk>/recommend/", steering.RoundRecommend.as_view(), name="round-recommend"
         ),
         path(
             "campaigns/<int:pk>/forecast/",
             steering.CampaignForecast.as_view(),
             name="campaign-forecast",
+        ),
+        path(
+            "campaigns/<int:pk>/forecast/job/",
+            steering.ForecastProgress.as_view(),
+            name="forecast-job",
         ),
         path("rounds/<int:pk>/", rounds.RoundDetail.as_view(), name="round"),
         path("rounds/<int:pk>/job/", rounds.RoundJobProgress.as_view(), name="round-job"),

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from django.db import transaction
 from rest_framework import serializers
 
 from accounts.apis import (
@@ -36,11 +35,16 @@ from sites.models import (
 from sites.services import (
     ConditionError,
     DuplicateChild,
-    RigInUse,
+    InUse,
+    LinkRefused,
+    condition_dimension_create,
+    condition_dimension_update,
     deployment_create,
     deployment_update,
     embodiment_create,
     embodiment_update,
+    failure_mode_create,
+    failure_mode_update,
     site_create,
     site_update,
 )
@@ -69,11 +73,21 @@ class CameraSerializer(serializers.ModelSerializer):
 
 @contextmanager
 def duplicates_as_400() -> Iterator[None]:
-    """A list given with two rows of one name is the client's to fix: 400 on that list."""
+    """A list given with two rows of one name, or a link to another organization's object,
+    is the client's to fix: 400 on that list or field."""
     try:
         yield
-    except DuplicateChild as exc:
+    except (DuplicateChild, LinkRefused) as exc:
         raise serializers.ValidationError({exc.field: str(exc)}) from exc
+
+
+@contextmanager
+def in_use_as_409() -> Iterator[None]:
+    """Removing what stored work still names conflicts with that work: 409, nothing changed."""
+    try:
+        yield
+    except InUse as exc:
+        raise Conflict(str(exc)) from exc
 
 
 class EmbodimentSerializer(serializers.ModelSerializer):
@@ -112,17 +126,14 @@ class EmbodimentSerializer(serializers.ModelSerializer):
             )
 
     def update(self, instance: Embodiment, validated_data: dict[str, Any]) -> Embodiment:
-        try:
-            with duplicates_as_400():
-                return embodiment_update(
-                    embodiment=instance,
-                    actor=self.context["request"].user,
-                    action_dimensions=validated_data.pop("action_dimensions", None),
-                    cameras=validated_data.pop("cameras", None),
-                    fields=validated_data,
-                )
-        except RigInUse as exc:
-            raise Conflict(str(exc)) from exc
+        with in_use_as_409(), duplicates_as_400():
+            return embodiment_update(
+                embodiment=instance,
+                actor=self.context["request"].user,
+                action_dimensions=validated_data.pop("action_dimensions", None),
+                cameras=validated_data.pop("cameras", None),
+                fields=validated_data,
+            )
 
 
 class EmbodimentViewSet(ScopedModelViewSet):
@@ -259,24 +270,26 @@ class DeploymentSerializer(serializers.ModelSerializer):
     def create(self, validated_data: dict[str, Any]) -> Deployment:
         profile = validated_data.pop("condition_profile", None)
         try:
-            return deployment_create(
-                organization=validated_data.pop("organization"),
-                actor=self.context["request"].user,
-                condition_profile=_shares(profile),
-                fields=validated_data,
-            )
+            with duplicates_as_400():
+                return deployment_create(
+                    organization=validated_data.pop("organization"),
+                    actor=self.context["request"].user,
+                    condition_profile=_shares(profile),
+                    fields=validated_data,
+                )
         except ConditionError as exc:
             raise serializers.ValidationError({"condition_profile": str(exc)}) from exc
 
     def update(self, instance: Deployment, validated_data: dict[str, Any]) -> Deployment:
         profile = validated_data.pop("condition_profile", None)
         try:
-            return deployment_update(
-                deployment=instance,
-                actor=self.context["request"].user,
-                condition_profile=_shares(profile),
-                fields=validated_data,
-            )
+            with duplicates_as_400():
+                return deployment_update(
+                    deployment=instance,
+                    actor=self.context["request"].user,
+                    condition_profile=_shares(profile),
+                    fields=validated_data,
+                )
         except ConditionError as exc:
             raise serializers.ValidationError({"condition_profile": str(exc)}) from exc
 
@@ -319,31 +332,32 @@ class ConditionDimensionSerializer(serializers.ModelSerializer):
             "values",
         ]
 
-    @transaction.atomic
     def create(self, validated_data: dict[str, Any]) -> ConditionDimension:
-        values = validated_data.pop("values", [])
-        dimension = ConditionDimension.objects.create(**validated_data)
-        ConditionValue.objects.bulk_create(
-            [ConditionValue(dimension=dimension, **v) for v in values]
-        )
-        return dimension
+        with duplicates_as_400():
+            return condition_dimension_create(
+                organization=validated_data.pop("organization"),
+                actor=self.context["request"].user,
+                values=validated_data.pop("values", []),
+                fields=validated_data,
+            )
 
-    @transaction.atomic
     def update(
         self, instance: ConditionDimension, validated_data: dict[str, Any]
     ) -> ConditionDimension:
-        values = validated_data.pop("values", None)
-        instance = super().update(instance, validated_data)
-        if values is not None:
-            # Values are referenced by interned condition sets: add and update, never delete here.
-            for v in values:
-                ConditionValue.objects.update_or_create(
-                    dimension=instance, slug=v["slug"], defaults=v
-                )
-        return instance
+        # The API adds and updates values by slug and leaves out none: a value left out of
+        # the list is kept (the planner's taxonomy page removes values, refusing used ones).
+        with in_use_as_409(), duplicates_as_400():
+            return condition_dimension_update(
+                dimension=instance,
+                actor=self.context["request"].user,
+                values=validated_data.pop("values", None),
+                keep_unlisted=True,
+                fields=validated_data,
+            )
 
 
 class ConditionDimensionViewSet(ScopedModelViewSet):
+    audited_by_service = True
     base_queryset = ConditionDimension.objects.prefetch_related("values")
     serializer_class = ConditionDimensionSerializer
     filterset_fields = ["slug", "kind", "stageable"]
@@ -369,8 +383,23 @@ class FailureModeSerializer(serializers.ModelSerializer):
             "description",
         ]
 
+    def create(self, validated_data: dict[str, Any]) -> FailureMode:
+        with duplicates_as_400():
+            return failure_mode_create(
+                organization=validated_data.pop("organization"),
+                actor=self.context["request"].user,
+                fields=validated_data,
+            )
+
+    def update(self, instance: FailureMode, validated_data: dict[str, Any]) -> FailureMode:
+        with duplicates_as_400():
+            return failure_mode_update(
+                failure_mode=instance, actor=self.context["request"].user, fields=validated_data
+            )
+
 
 class FailureModeViewSet(ScopedModelViewSet):
+    audited_by_service = True
     base_queryset = FailureMode.objects.all()
     serializer_class = FailureModeSerializer
     filterset_fields = ["code", "parent", "severity"]

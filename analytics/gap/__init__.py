@@ -11,18 +11,23 @@ How this refines DESIGN.md ("Core computations"):
 
 * **Cell-specific value of capture.** DESIGN.md values ``k`` more episodes with the pooled
   curve, ``cycles * p * (f(n) - f(n + k))``, which ignores what was observed in the cell.
-  Here each cell gets its own curve through its posterior failure rate ``f(c)`` with the
-  pooled floor ``f_inf`` and exponent ``b`` (:attr:`GapCells.amplitude`; the gain is
+  Here each cell gets its own curve, the pooled curve with the cell's amplitude multiplier
+  (:func:`gap_curves`, the per-cell model the recommendation uses too:
+  :func:`analytics.learning.fit_curve_set`), through its posterior failure rate ``f(c)`` with
+  the pooled floor ``f_inf`` and exponent ``b`` (:attr:`GapCells.amplitude`; the gain is
   :func:`campaigns.planning.gain.gain`)::
 
       avoided(c, k) = cycles * p * (f(c) - f_inf)^+ * (1 - ((n + 1) / (n + 1 + k)) ** b)
       priority(c)   = avoided(c, 1)
 
-  Without trials ``f(c) = f(n)`` and this is exactly the DESIGN.md formula. Priority is 0
+  Without trials the cell is a typical cell of the campaign: ``f(c) = f_inf + E[m] (f(n) -
+  f_inf)`` with ``E[m]`` the mean multiplier across cells (the pooled curve is the median
+  cell), which is the DESIGN.md formula scaled by how much cells differ. Priority is 0
   when ``p = 0``; it never increases with ``n`` (all else equal, fixed curve) because
   ``f(c)`` falls with ``n`` (its prior ``f(n)`` does, the evidence is unchanged) and so does
   the decay factor; ``avoided`` is concave in ``k``.
-* **Intervals.** ``f(c)`` carries a 95% equal-tailed Beta interval, carried to interventions
+* **Intervals.** ``f(c)`` carries the 95% equal-tailed interval of the cell's multiplier
+  posterior (which model and why: ``bench/curve_models.py``), carried to interventions
   per cell; the campaign totals get a 95% interval from a Gamma matched to the mean and
   variance of ``sum p * f`` (cells independent, pooled curve taken as known).
 * **Blind spots surface.** A cell with target mass and no training data rests entirely on
@@ -41,6 +46,7 @@ from analytics.gap.core import (
     GapResult,
     GapSummary,
     compute_gap,
+    gap_curves,
 )
 from analytics.gap.divergence import LN2, PSI_EPSILON, js_divergence, psi
 from analytics.gap.domain import DomainShift, domain_classifier_auc
@@ -70,6 +76,7 @@ __all__ = [
     "format_count",
     "format_interventions",
     "format_percent",
+    "gap_curves",
     "js_divergence",
     "psi",
     "top_gaps",

@@ -11,19 +11,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from analytics.curves import (
-    DEFAULT_PRIOR_STRENGTH,
-    CurveFit,
-    LearningCurve,
-    beta_posterior,
-    fit_learning_curve,
-    log_likelihood,
-    posterior_mean,
-    posterior_variance,
-)
+from analytics.curves import CurveFit, LearningCurve
 from analytics.gap.divergence import js_divergence, psi
-from analytics.intervals import credible_interval
-from campaigns.planning.gain import amplitude_from_level, gain
+from analytics.learning import CurveSet, EvaluationRows, fit_curve_set
+from campaigns.planning.gain import gain
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -82,7 +73,6 @@ class GapInputs:
     * ``cycles_per_day``: campaign total across the target deployments.
     * ``uncovered_below`` / ``thin_below``: coverage thresholds on n (``n < uncovered_below``
       is uncovered, ``n < thin_below`` thin, else covered).
-    * ``prior_strength``: pseudo-trials of the learning-curve prior in each cell's Beta.
     * ``curve``: a pooled curve to use as-is; ``None`` fits one from these cells.
     * ``dimensions``: optional condition dimensions for PSI.
 
@@ -99,7 +89,6 @@ class GapInputs:
     reliability_target: float = 0.999
     uncovered_below: float = 1.0
     thin_below: float = 50.0
-    prior_strength: float = DEFAULT_PRIOR_STRENGTH
     curve: LearningCurve | CurveFit | None = None
     dimensions: Sequence[Dimension] = ()
 
@@ -141,8 +130,6 @@ class GapInputs:
                 f"need 0 <= uncovered_below <= thin_below, got "
                 f"{self.uncovered_below} and {self.thin_below}"
             )
-        if not (math.isfinite(self.prior_strength) and self.prior_strength > 0):
-            raise ValueError(f"prior_strength must be > 0, got {self.prior_strength}")
         dims = tuple(self.dimensions)
         for dim in dims:
             codes = dim.codes
@@ -172,9 +159,11 @@ class GapInputs:
 class GapCells:
     """Per-cell results; every array has one entry per cell in input order.
 
-    ``failure_rate`` is the Beta-posterior mean shrunk towards ``prior_rate`` (the pooled
-    curve at the cell's n) with a 95% interval; ``interventions*`` are per day;
-    ``excess`` is ``max(failure_rate - f_inf, 0)``, the part more data can remove, and
+    ``failure_rate`` is the cell's curve at its n under the per-cell model the recommender
+    uses (:func:`analytics.learning.fit_curve_set`: the pooled curve scaled by the cell's
+    partially pooled multiplier, so thin evidence stays near ``prior_rate``, the pooled
+    curve at the cell's n), with a 95% posterior interval; ``interventions*`` are per day;
+    ``excess`` is ``failure_rate - f_inf``, the part more data can remove, and
     ``amplitude`` the matching cell-curve amplitude ``a_c``; ``priority`` is interventions
     avoided per day by one more episode in the cell.
     """
@@ -266,20 +255,20 @@ def _avoided(
     )
 
 
-def _resolve_fit(inputs: GapInputs) -> CurveFit:
-    n, trials, successes = inputs.train_count, inputs.trials, inputs.successes
-    if isinstance(inputs.curve, CurveFit):
-        return inputs.curve
-    if isinstance(inputs.curve, LearningCurve):
-        return CurveFit(
-            curve=inputs.curve,
-            source="given",
-            n_cells=int(np.count_nonzero(trials)),
-            n_trials=int(trials.sum()),
-            n_failures=int((trials - successes).sum()),
-            log_likelihood=log_likelihood(inputs.curve, n, trials, successes),
-        )
-    return fit_learning_curve(n, trials, successes)
+def gap_curves(
+    train_count: npt.ArrayLike,
+    trials: npt.ArrayLike,
+    successes: npt.ArrayLike,
+    curve: LearningCurve | CurveFit | None = None,
+) -> CurveSet:
+    """Return every cell's curve posterior from its current outcomes at its training count.
+
+    The one per-cell model of the gap report and the recommendation: a stored report's cells
+    and pooled curve give back exactly the curves it was scored with. ``curve`` fixes the
+    pooled curve; ``None`` fits it from the cells.
+    """
+    n = np.asarray(train_count, dtype=np.float64)
+    return fit_curve_set(EvaluationRows.snapshot(n, trials, successes), n, curve=curve)
 
 
 def _gamma_interval(mean: float, variance: float, level: float = 0.95) -> tuple[float, float]:
@@ -301,10 +290,10 @@ def compute_gap(inputs: GapInputs) -> GapResult:
     Fits the pooled learning curve from the inputs unless ``inputs.curve`` is given.
     Assumes validated :class:`GapInputs` (its constructor raises on bad data).
     """
-    fit = _resolve_fit(inputs)
+    curves = gap_curves(inputs.train_count, inputs.trials, inputs.successes, inputs.curve)
+    fit = curves.fit
     curve = fit.curve
     p, n = inputs.target_share, inputs.train_count
-    trials, successes = inputs.trials, inputs.successes
     cycles = float(inputs.cycles_per_day)
 
     total_train = float(n.sum())
@@ -314,13 +303,12 @@ def compute_gap(inputs: GapInputs) -> GapResult:
     coverage[n < inputs.uncovered_below] = Coverage.UNCOVERED
 
     prior_rate = curve.rate(n)
-    alpha, beta = beta_posterior(trials, successes, prior_rate, inputs.prior_strength)
-    rate = posterior_mean(alpha, beta)
-    low, high = credible_interval(alpha, beta, 0.95)
+    rate = curves.rate(n)
+    low, high = curves.rate_interval(n, 0.95)
     weight = cycles * p
     excess = np.maximum(rate - curve.f_inf, 0.0)
     priority = _avoided(inputs, curve, excess, np.ones_like(n))
-    amplitude = amplitude_from_level(excess, n, curve.b)
+    amplitude = curves.amplitude
 
     cells = GapCells(
         target_share=p,
@@ -340,7 +328,7 @@ def compute_gap(inputs: GapInputs) -> GapResult:
     )
 
     failure_mass = float(np.dot(p, rate))
-    failure_var = float(np.dot(p * p, posterior_variance(alpha, beta)))
+    failure_var = float(np.dot(p * p, curves.rate_variance(n)))
     mass_low, mass_high = _gamma_interval(failure_mass, failure_var)
     mass_high = min(mass_high, 1.0)
     at_target = cycles * (1.0 - inputs.reliability_target)

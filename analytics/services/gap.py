@@ -27,7 +27,6 @@ from labeling.importers import pgcopy
 DEFAULT_PARAMS: dict[str, Any] = {
     "uncovered_below": 1.0,
     "thin_below": 50.0,
-    "prior_strength": 20.0,
     "top_k": 12,
     "blind_spot_min_share": 0.001,
 }
@@ -134,7 +133,6 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
             reliability_target=inputs.reliability_target,
             uncovered_below=params["uncovered_below"],
             thin_below=params["thin_below"],
-            prior_strength=params["prior_strength"],
             dimensions=dims,
             curve=curve,
         )

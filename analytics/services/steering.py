@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from django.db import connection, transaction
 
+from analytics.learning import EvaluationRows, fit_curve_set
 from analytics.models import (
     CurveFitRecord,
     EvaluationRun,
@@ -19,7 +20,6 @@ from analytics.models import (
 )
 from analytics.selectors import gap_report_latest
 from analytics.services.gap_inputs import UNKNOWN, DimensionSpace
-from analytics.steering.learning import EvaluationRows, fit_curve_set
 from campaigns.models import Campaign, CollectionRound
 
 Key = tuple[int, ...]
@@ -214,6 +214,23 @@ class ImpactUnavailable(Exception):
     """The round cannot be measured yet (names what is missing)."""
 
 
+def round_impact_policies(*, round: CollectionRound) -> tuple[PolicyVersion, PolicyVersion]:
+    """Return the evaluated policies before and after a round (a few queries, no fitting).
+
+    Raises ImpactUnavailable when no evaluated policy trained on the round exists yet, or
+    no earlier one to compare it with.
+    """
+    before, after = _policies_around(round)
+    if after is None:
+        raise ImpactUnavailable(
+            f"No evaluated policy version lists round {round.number} among its training data yet: "
+            "import the evaluation of the policy trained on it."
+        )
+    if before is None:
+        raise ImpactUnavailable("No earlier evaluated policy to compare with.")
+    return before, after
+
+
 @transaction.atomic
 def round_impact_compute(*, round: CollectionRound) -> RoundImpactReport:
     """Compare the policies before and after a round per cell and per site, and store the result.
@@ -227,14 +244,7 @@ def round_impact_compute(*, round: CollectionRound) -> RoundImpactReport:
         round_impact,
     )
 
-    before, after = _policies_around(round)
-    if after is None:
-        raise ImpactUnavailable(
-            f"No evaluated policy version lists round {round.number} among its training data yet: "
-            "import the evaluation of the policy trained on it."
-        )
-    if before is None:
-        raise ImpactUnavailable("No earlier evaluated policy to compare with.")
+    before, after = round_impact_policies(round=round)
     campaign = round.campaign
     space = _space(campaign)
     dep_ids = list(campaign.deployments.values_list("pk", flat=True))
@@ -424,6 +434,8 @@ def next_round_recommendation(
     learning-curve amplitude, so thinly evaluated cells get the benefit of the doubt), the
     projection to the reliability target, and what the planner needs to turn it into a plan.
     """
+    from analytics.curves import LearningCurve
+    from analytics.gap import gap_curves
     from analytics.models import GapCell
     from analytics.steering.economics import project_campaign
     from analytics.steering.recommend import CellInput, recommend
@@ -453,8 +465,8 @@ def next_round_recommendation(
     report = report or gap_report_latest(campaign=campaign)
     if report is None:
         raise ImpactUnavailable(f"{campaign.name} has no gap report yet: compute one first.")
-    rows = list(
-        GapCell.objects.filter(report=report, target_share__gt=0)
+    stored = list(
+        GapCell.objects.filter(report=report)
         .order_by("rank")
         .values(
             "rank",
@@ -467,6 +479,22 @@ def next_round_recommendation(
             "failure_rate",
         )
     )
+    # One per-cell model: the cells' curves read back from the report's own cells and pooled
+    # curve, so the recommendation and the gap page agree about every cell.
+    curve = report.summary.get("curve") or {}
+    pooled = (
+        LearningCurve(f_inf=curve["f_inf"], a=curve["a"], b=curve["b"])
+        if {"f_inf", "a", "b"} <= curve.keys()
+        else None
+    )
+    all_curves = gap_curves(
+        [r["train_count"] for r in stored],
+        [r["trials"] for r in stored],
+        [r["successes"] for r in stored],
+        pooled,
+    )
+    targeted = [i for i, r in enumerate(stored) if r["target_share"] > 0]
+    rows = [stored[i] for i in targeted]
     total = sum(r["target_share"] for r in rows)
     cells = [
         CellInput(
@@ -479,7 +507,7 @@ def next_round_recommendation(
         for r in rows
     ]
     cycles = float(report.summary.get("cycles_per_day", 0.0))
-    rec = recommend(cells, budget, cycles, seed=seed)
+    rec = recommend(cells, budget, cycles, seed=seed, curves=all_curves.subset(targeted))
     projection = project_campaign(
         rec.curves,
         train_count=[c.train_count for c in cells],
@@ -491,6 +519,7 @@ def next_round_recommendation(
         first_round=rec.episodes,
     )
     by_id = {str(r["rank"]): r for r in rows}
+    rationale = {a.id: a.rationale for a in rec.allocations}
     allocations = [
         {
             "label": by_id[a.id]["label"],
@@ -536,7 +565,7 @@ def next_round_recommendation(
                     "failure_rate": float(rec.planner_failure_rates[i]),
                     "priority": float(rec.ranking_amplitude[i]),
                     "episodes": int(rec.episodes[i]),
-                    "rationale": next((a.rationale for a in rec.allocations if a.id == c.id), ""),
+                    "rationale": rationale.get(c.id, ""),
                 }
                 for i, c in enumerate(cells)
                 if rec.episodes[i] > 0

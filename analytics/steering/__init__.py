@@ -24,6 +24,7 @@ from analytics.intervals import (
     wilson_interval,
     zero_failure_trials,
 )
+from analytics.learning import CurveSet, EvaluationRows, fit_curve_set
 from analytics.steering.economics import (
     CampaignProjection,
     Demonstration,
@@ -44,7 +45,6 @@ from analytics.steering.impact import (
     round_impact,
     summarise_impact,
 )
-from analytics.steering.learning import CurveSet, EvaluationRows, fit_curve_set
 from analytics.steering.recommend import (
     CellInput,
     CellRecommendation,

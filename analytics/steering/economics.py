@@ -26,7 +26,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from analytics.intervals import trials_to_demonstrate
-from analytics.steering.learning import CurveSet
+from analytics.learning import CurveSet
 from analytics.steering.text import format_count, format_rate
 from analytics.steering.waterfill import waterfill
 

@@ -33,7 +33,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analytics.intervals import difference_interval, wilson_interval
-from analytics.steering.learning import CurveSet
+from analytics.learning import CurveSet
 from analytics.steering.text import format_count, format_points, format_rate, rate_decimals
 
 FloatArray = npt.NDArray[np.float64]

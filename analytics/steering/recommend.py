@@ -2,7 +2,7 @@
 
 Value. ``k`` more episodes in cell ``c`` avoid ``cycles * p_c * a_c * ((n_c + 1) ** -b -
 (n_c + k + 1) ** -b)`` interventions a day, with the shared ``f_inf``, ``b`` and the cell
-amplitude ``a_c`` from :func:`analytics.steering.learning.fit_curve_set` (pooled curve with a
+amplitude ``a_c`` from :func:`analytics.learning.fit_curve_set` (pooled curve with a
 partially pooled per-cell multiplier). The plan maximises the total within the budget, with
 each cell's episodes priced at its ``cost_per_episode`` (:func:`waterfill`).
 
@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analytics.intervals import wilson_interval
-from analytics.steering.learning import CurveSet, EvaluationRows, fit_curve_set
+from analytics.learning import CurveSet, EvaluationRows, fit_curve_set
 from analytics.steering.text import format_count, format_interventions, format_percent
 from analytics.steering.waterfill import waterfill
 from campaigns.planning.gain import power_gain
@@ -328,7 +328,7 @@ def recommend(
     """Recommend whole episodes per cell for the next round, within ``budget``.
 
     ``curves`` is a curve set refitted on the full evaluation history (see
-    :func:`analytics.steering.learning.fit_curve_set`); without it one is fitted from the
+    :func:`analytics.learning.fit_curve_set`); without it one is fitted from the
     cells' current evaluations. The result is deterministic for a given ``seed`` (only
     Thompson sampling uses it). Raises RecommendationInputError on invalid cells, budget or
     cycles, or when ``curves`` covers a different number of cells.

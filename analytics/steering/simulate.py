@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -308,11 +309,13 @@ def run_campaign(
     *,
     name: str = "",
     stop_at_target: bool = False,
+    on_round: Callable[[int], None] | None = None,
 ) -> CampaignResult:
     """Run ``rounds`` rounds of capture, training and evaluation under ``strategy``.
 
-    The strategy sees only ``world.observe()``. Raises ValueError when it returns an
-    allocation that is not whole, non-negative and within budget.
+    The strategy sees only ``world.observe()``; ``on_round`` is told each round's number
+    once it is played (progress of a long run). Raises ValueError when the strategy returns
+    an allocation that is not whole, non-negative and within budget.
     """
     if rounds < 0:
         raise ValueError(f"rounds must be >= 0, got {rounds}")
@@ -341,6 +344,8 @@ def run_campaign(
         reliability.append(1.0 - mass_after)
         spent.append(spent[-1] + cost)
         allocations.append([int(x) for x in k])
+        if on_round is not None:
+            on_round(r)
     return CampaignResult(
         strategy=name,
         seed=-1,
@@ -367,17 +372,23 @@ def simulate(
     config: WorldConfig | None = None,
     stop_at_target: bool = False,
     exploration: Exploration | None = None,
+    on_round: Callable[[int], None] | None = None,
 ) -> CampaignResult:
     """Build the world for ``seed`` and run the named strategy on it.
 
     Every strategy facing the same seed faces the same world and the same evaluation
-    noise stream; ``exploration`` configures the steered strategy. Raises ValueError for
-    an unknown strategy.
+    noise stream; ``exploration`` configures the steered strategy; ``on_round`` goes to
+    :func:`run_campaign`. Raises ValueError for an unknown strategy.
     """
     strategy = get_strategy(strategy_name, seed=seed, exploration=exploration)
     world = make_world(seed, budget=budget, config=config)
     result = run_campaign(
-        world, strategy, rounds, name=strategy_name, stop_at_target=stop_at_target
+        world,
+        strategy,
+        rounds,
+        name=strategy_name,
+        stop_at_target=stop_at_target,
+        on_round=on_round,
     )
     return dataclasses.replace(result, seed=seed)
 

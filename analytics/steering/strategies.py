@@ -6,7 +6,7 @@ really responds to data: they get the observable record only (this module import
 from the simulator, and a test keeps it that way).
 
 * **steered** — refit the learning curves on the whole evaluation history
-  (:func:`analytics.steering.learning.fit_curve_set`) and spend the budget with the
+  (:func:`analytics.learning.fit_curve_set`) and spend the budget with the
   recommender (:func:`analytics.steering.recommend.recommend`).
 * **uniform** — the same number of episodes in every cell with target mass.
 * **proportional** — episodes in proportion to target share.
@@ -21,7 +21,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from analytics.steering.learning import EvaluationRows, fit_curve_set
+from analytics.learning import EvaluationRows, fit_curve_set
 from analytics.steering.observation import FloatArray, IntArray, Observation, Strategy
 from analytics.steering.recommend import CellInput, Exploration, recommend
 

@@ -371,6 +371,11 @@ class FieldTaskSerializer(serializers.Serializer):
     scheduled_date = serializers.DateField(allow_null=True)
     start_at = serializers.DateTimeField(allow_null=True)
     end_at = serializers.DateTimeField(allow_null=True)
+    local_window = serializers.CharField(
+        allow_blank=True,
+        help_text="Start–end on the site's clock with the zone's abbreviation, e.g. "
+        "08:30–12:00 CET; empty while the task has no times.",
+    )
     campaign = serializers.CharField()
     round = serializers.IntegerField()
     embodiment = serializers.CharField()

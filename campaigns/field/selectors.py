@@ -255,6 +255,7 @@ def field_sync(*, user: Any, organization_id: int, today: date | None = None) ->
                 "scheduled_date": t.scheduled_date,
                 "start_at": t.start_at,
                 "end_at": t.end_at,
+                "local_window": t.local_window,
                 "campaign": t.round.campaign.name,
                 "round": t.round.number,
                 "embodiment": t.embodiment.name,

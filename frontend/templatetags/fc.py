@@ -34,3 +34,21 @@ def get(mapping: Any, key: Any) -> Any:
         return mapping[key]
     except (KeyError, IndexError, TypeError):
         return None
+
+
+@register.filter
+def count(value: Any, noun: str) -> str:
+    """A count with its noun, singular or plural, with thousands separators: 1 row, 1,234 rows.
+
+    The plural adds "s" to the last word ("uncovered cell" → "uncovered cells"); give an
+    irregular one after a comma: ``{{ n|count:"entry,entries" }}``. No number reads "—".
+    """
+    if value is None or value == "":
+        return "—"
+    singular, _, plural = noun.partition(",")
+    number = float(value)
+    one = number == 1
+    if not plural:
+        plural = singular + "s"
+    digits = 0 if number == round(number) else 1
+    return f"{number:,.{digits}f} {singular if one else plural}"

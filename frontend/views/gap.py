@@ -16,7 +16,13 @@ from django.views.generic import TemplateView
 
 from analytics import charts
 from analytics.models import GapCell, GapReport
-from analytics.selectors import GapFilterInvalid, gap_cells, gap_compare, gap_heatmap
+from analytics.selectors import (
+    GapFilterInvalid,
+    gap_cells,
+    gap_compare,
+    gap_heatmap,
+    gap_report_dimensions,
+)
 from analytics.services.gap import gap_report_request
 from campaigns.models import Campaign
 from frontend.views.base import MANAGERS, JobProgressView, MemberView
@@ -37,8 +43,12 @@ def _report_context(report: GapReport) -> dict[str, Any]:
         }
         for i, b in enumerate(summary.get("bars", []))
     ]
-    dims = report.dimension_slugs or []
-    return {"summary": summary, "bars": bars, "dims": dims, "metrics": charts.METRICS}
+    return {
+        "summary": summary,
+        "bars": bars,
+        "dims": gap_report_dimensions(report=report),
+        "metrics": charts.METRICS,
+    }
 
 
 class CampaignGap(MemberView, TemplateView):
@@ -210,6 +220,10 @@ class GapHeatmap(MemberView, View):
         dims = report.dimension_slugs or []
         x = request.GET.get("x") or (dims[0] if dims else "")
         y = request.GET.get("y") or (dims[1] if len(dims) > 1 else x)
+        if x == y:
+            # Rows and columns of the same dimension fill only the diagonal: show the next
+            # dimension as rows instead, or one row of all cells when there is none.
+            y = next((d for d in dims if d != x), "")
         return JsonResponse(
             gap_heatmap(report=report, x=x, y=y, metric=request.GET.get("metric", "target_share"))
         )

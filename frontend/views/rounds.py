@@ -6,9 +6,11 @@ from datetime import date, time
 from typing import Any
 
 from django.contrib import messages
-from django.db.models import Prefetch, Sum
-from django.http import Http404, HttpRequest, HttpResponse
+from django.core.paginator import Paginator
+from django.db.models import Prefetch, Q, Sum
+from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
 from django.utils import timezone
 from django.views import View
 from django.views.generic import TemplateView
@@ -30,8 +32,26 @@ from campaigns.services.plan_edit import (
 from frontend.views.base import MANAGERS, JobProgressView, MemberView
 from frontend.views.inputs import FormInvalid, amount, parsed, whole
 
+# Rows per page of a round's targets and tasks: a round of hundreds of targets stays a page
+# a browser (and a tablet on site wifi) loads at once.
+ROUND_PAGE_SIZE = 50
+# The parts of the round page's address that row forms carry back after a POST.
+ROUND_VIEW_PARAMS = ("q", "targets_page", "tasks_page")
+
+
+def _round_view_query(data: QueryDict, **changes: Any) -> str:
+    """The round page's filter and pages as a query string, with ``changes`` applied."""
+    query = QueryDict(mutable=True)
+    for key in ROUND_VIEW_PARAMS:
+        value = changes.get(key, data.get(key, ""))
+        if value not in ("", None):
+            query[key] = str(value)
+    return query.urlencode()
+
 
 class RoundDetail(MemberView, TemplateView):
+    """A round's plan: summary over the whole round; targets and tasks paged and filterable."""
+
     roles = MANAGERS
     scoped_model = CollectionRound
     template_name = "frontend/rounds/detail.html"
@@ -43,12 +63,12 @@ class RoundDetail(MemberView, TemplateView):
             ),
             pk=kwargs["pk"],
         )
-        targets = list(
-            round.targets.annotate(planned=Sum("task_targets__episodes_planned")).order_by(
-                "-expected_avoided_per_day", "pk"
-            )
+        params = self.request.GET
+        search = params.get("q", "").strip()
+        targets = round.targets.annotate(planned=Sum("task_targets__episodes_planned")).order_by(
+            "-expected_avoided_per_day", "pk"
         )
-        tasks = list(
+        tasks = (
             round.tasks.select_related("site", "team")
             .prefetch_related(
                 Prefetch("task_targets", queryset=TaskTarget.objects.select_related("target")),
@@ -56,6 +76,15 @@ class RoundDetail(MemberView, TemplateView):
             )
             .order_by("scheduled_date", "start_at", "pk")
         )
+        if search:
+            targets = targets.filter(label__icontains=search)
+            tasks = tasks.filter(
+                Q(site__name__icontains=search)
+                | Q(team__name__icontains=search)
+                | Q(task_targets__target__label__icontains=search)
+            ).distinct()
+        target_page = Paginator(targets, ROUND_PAGE_SIZE).get_page(params.get("targets_page"))
+        task_page = Paginator(tasks, ROUND_PAGE_SIZE).get_page(params.get("tasks_page"))
         job = (
             Job.objects.filter(
                 organization_id=round.campaign.organization_id,
@@ -73,13 +102,26 @@ class RoundDetail(MemberView, TemplateView):
         return super().get_context_data(
             round=round,
             campaign=round.campaign,
-            targets=targets,
-            tasks=tasks,
+            targets=target_page,
+            tasks=task_page,
+            search=search,
+            view_query=_round_view_query(params),
+            targets_pages={
+                "previous": _round_view_query(params, targets_page=target_page.number - 1),
+                "next": _round_view_query(params, targets_page=target_page.number + 1),
+            },
+            tasks_pages={
+                "previous": _round_view_query(params, tasks_page=task_page.number - 1),
+                "next": _round_view_query(params, tasks_page=task_page.number + 1),
+            },
             summary=round.plan_summary or {},
             job=job,
             report=gap_report_latest(campaign=round.campaign),
             teams=teams,
-            team_ids={t.team_id for t in tasks if t.team_id},
+            # Over the whole round, not the page shown: every team with a visit gets its links.
+            team_ids=set(
+                round.tasks.exclude(team=None).values_list("team_id", flat=True).distinct()
+            ),
             **kwargs,
         )
 
@@ -172,7 +214,10 @@ class RoundAction(MemberView, View):
                 raise Http404
         except (PlanEditRefused, ValueError) as exc:
             messages.error(request, str(exc))
-        return redirect("planner:round", pk=round.pk)
+        # Back to the page and filter the edit was made from.
+        query = _round_view_query(QueryDict(data.get("view", "")))
+        url = reverse("planner:round", kwargs={"pk": round.pk})
+        return redirect(f"{url}?{query}" if query else url)
 
 
 class RoundJobProgress(JobProgressView):

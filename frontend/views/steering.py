@@ -4,29 +4,38 @@ from __future__ import annotations
 
 from datetime import date
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.core.validators import slug_re
 from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
 from django.views import View
 from django.views.generic import TemplateView
 
+from accounts.models import Job
 from analytics import charts
+from analytics.models import CampaignForecast as StoredForecast
 from analytics.models import EvaluationRun, PolicyVersion, RoundImpactReport
+from analytics.selectors import campaign_forecast_find
 from analytics.services.evaluations import EvaluationImportError, evaluation_import_file
+from analytics.services.forecast import campaign_forecast_request
 from analytics.services.policies import policy_version_save
-from analytics.services.steering import (
-    ImpactUnavailable,
-    next_round_recommendation,
-    round_impact_compute,
-    round_plan_from_recommendation,
+from analytics.services.steering import ImpactUnavailable, round_plan_from_recommendation
+from analytics.services.steering_jobs import (
+    recommendation_stale,
+    round_impact_request,
+    round_impact_stale,
+    round_recommendation_request,
+    round_steering_job,
 )
 from campaigns.models import Campaign, CollectionRound
 from campaigns.selectors import campaign_remaining
 from campaigns.services import round_create
-from frontend.views.base import MANAGERS, MemberView
+from frontend.views.base import MANAGERS, JobProgressView, MemberView
 from frontend.views.inputs import FormInvalid, ids, parsed, short_text, whole
 from labeling.models import Dataset
 from sites.models import Deployment, Embodiment
@@ -138,6 +147,8 @@ class Evaluations(MemberView, TemplateView):
 
 
 class RoundImpact(MemberView, TemplateView):
+    """The round's stored impact report; measuring it (first view, or Recompute) is a job."""
+
     roles = MANAGERS
     scoped_model = CollectionRound
     template_name = "frontend/steering/impact.html"
@@ -152,20 +163,35 @@ class RoundImpact(MemberView, TemplateView):
             .select_related("before_policy", "after_policy")
             .first()
         )
-        context: dict[str, Any] = {"round": round, "campaign": round.campaign, "report": report}
+        job = round_steering_job(round=round)
+        context: dict[str, Any] = {
+            "round": round,
+            "campaign": round.campaign,
+            "report": report,
+            "job": job,
+        }
         nxt = (
             round.campaign.rounds.filter(status__in=("draft", "planned"))
             .order_by("-number")
             .first()
         )
         context["remaining"] = campaign_remaining(campaign=round.campaign, exclude=nxt)
-        if report is None:
+        if report is None and (job is None or job.status == Job.Status.SUCCEEDED):
+            # The first view measures the round in a job; after a failed one, the page says
+            # why and a person starts the next (no retry on every reload).
             try:
-                report = round_impact_compute(round=round)
-                context["report"] = report
+                context["job"], _ = round_impact_request(round=round, actor=self.request.user)
             except ImpactUnavailable as exc:
                 context["unavailable"] = str(exc)
+        context["failed"] = (
+            job
+            if job is not None
+            and job.status == "failed"
+            and (report is None or job.created_at > report.created_at)
+            else None
+        )
         if report is not None:
+            context["stale"] = round_impact_stale(round=round, report=report)
             sites = report.sites
             context["site_figure"] = charts.performance_shift(
                 labels=[s["site"] for s in sites],
@@ -178,6 +204,7 @@ class RoundImpact(MemberView, TemplateView):
                     [s["after"] - s["after_low"], s["after_high"] - s["after"]] for s in sites
                 ],
                 title="Success before vs after, per site (95% intervals)",
+                category="site",
             )
             groups = [g for g in report.summary.get("groups", []) if g.get("before") is not None][
                 :8
@@ -191,14 +218,52 @@ class RoundImpact(MemberView, TemplateView):
                     [g["after"] - g["after_low"], g["after_high"] - g["after"]] for g in groups
                 ],
                 title="Success before vs after where the round added data (after: 95% intervals)",
+                category="condition group",
             )
             context["cells"] = report.cells[:60]
-            context["recommendation"] = report.summary.get("recommendation")
+            recommendation = report.summary.get("recommendation")
+            context["recommendation"] = recommendation
+            if recommendation:
+                context["recommendation_at"] = parse_datetime(
+                    recommendation.get("computed_at") or ""
+                )
+                context["recommendation_stale"] = recommendation_stale(
+                    round=round, recommendation=recommendation
+                )
         return super().get_context_data(**context, **kwargs)
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        """Measure the round again (a new report), in a job."""
+        round = get_object_or_404(
+            CollectionRound.objects.visible_to(request.user).select_related("campaign"), pk=pk
+        )
+        try:
+            _, new = round_impact_request(round=round, actor=request.user)
+        except ImpactUnavailable as exc:
+            messages.error(request, str(exc))
+        else:
+            if not new:
+                messages.info(request, "The impact is already being measured.")
+        return redirect("planner:round-impact", pk=round.pk)
+
+
+class RoundImpactProgress(JobProgressView):
+    """The progress card of the round's impact or recommendation job (polled by the page)."""
+
+    roles = MANAGERS
+    scoped_model = CollectionRound
+    template_name = "frontend/steering/_impact_job.html"
+
+    def progress_context(self, **kwargs: Any) -> dict[str, Any]:
+        round = get_object_or_404(
+            CollectionRound.objects.visible_to(self.request.user).select_related("campaign"),
+            pk=kwargs["pk"],
+        )
+        return {"round": round, "job": round_steering_job(round=round)}
 
 
 class RoundRecommend(MemberView, View):
-    """Compute the recommended next round (stored with the impact report) or plan from it."""
+    """Queue the recommended next round (stored with the impact report), or plan from it."""
 
     roles = MANAGERS
     scoped_model = CollectionRound
@@ -239,74 +304,87 @@ class RoundRecommend(MemberView, View):
             except ValueError:
                 messages.error(request, "Budget: give a number of episodes from 1 to 10,000,000.")
                 return redirect("planner:round-impact", pk=round.pk)
-        try:
-            recommendation = next_round_recommendation(campaign=round.campaign, budget=budget)
-        except ImpactUnavailable as exc:
-            messages.error(request, str(exc))
-            return redirect("planner:round-impact", pk=round.pk)
-        report.summary = {**report.summary, "recommendation": recommendation}
-        report.save(update_fields=["summary"])
+        _, new = round_recommendation_request(round=round, budget=budget, actor=request.user)
+        if not new:
+            messages.info(request, "A recommendation is already being computed.")
         return redirect("planner:round-impact", pk=round.pk)
 
 
+def _forecast_params(data: Any) -> tuple[int, int, int]:
+    """Rounds, budget per round and seed from a query or form, clamped to their ranges."""
+
+    def number(name: str, default: int, low: int, high: int) -> int:
+        try:
+            return max(low, min(high, int(data.get(name, default))))
+        except ValueError:
+            return default
+
+    return (
+        number("rounds", 20, 1, 60),
+        number("budget", 5000, 100, 100000),
+        number("seed", 1, 0, 10**6),
+    )
+
+
+def _forecast_of(
+    request: HttpRequest, pk: int
+) -> tuple[Campaign, tuple[int, int, int], StoredForecast | None]:
+    """The member's campaign, the forecast parameters the query asks for and their stored
+    forecast (None when never asked)."""
+    campaign = get_object_or_404(Campaign.objects.visible_to(request.user), pk=pk)
+    rounds, budget, seed = _forecast_params(request.GET)
+    forecast = campaign_forecast_find(campaign=campaign, rounds=rounds, budget=budget, seed=seed)
+    return campaign, (rounds, budget, seed), forecast
+
+
 class CampaignForecast(MemberView, TemplateView):
-    """A synthetic campaign played forward under each strategy (hidden curves the strategies never see)."""
+    """A synthetic campaign played forward under each strategy (hidden curves the strategies
+    never see): Simulate queues a job; its stored result shows for the same parameters."""
 
     roles = MANAGERS
     scoped_model = Campaign
     template_name = "frontend/steering/forecast.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        from analytics.steering.simulate import simulate
-
-        campaign = get_object_or_404(
-            Campaign.objects.visible_to(self.request.user), pk=kwargs["pk"]
-        )
-        params = self.request.GET
-
-        def number(name: str, default: int, low: int, high: int) -> int:
-            try:
-                return max(low, min(high, int(params.get(name, default))))
-            except ValueError:
-                return default
-
-        rounds, budget, seed = (
-            number("rounds", 20, 1, 60),
-            number("budget", 5000, 100, 100000),
-            number("seed", 1, 0, 10**6),
-        )
-        strategies = ["steered", "uniform", "proportional", "more-of-the-same"]
-        runs = (
-            {name: simulate(name, seed=seed, rounds=rounds, budget=budget) for name in strategies}
-            if "run" in params
-            else {}
-        )
-        figure = None
-        if runs:
-            figure = {
-                "data": [
-                    {
-                        "type": "scatter",
-                        "mode": "lines+markers",
-                        "name": name,
-                        "x": list(range(len(r.interventions_per_day))),
-                        "y": r.interventions_per_day,
-                    }
-                    for name, r in runs.items()
-                ],
-                "layout": {
-                    "title": {"text": "Interventions per day by round (synthetic world)"},
-                    "xaxis": {"title": {"text": "round"}},
-                    "yaxis": {"title": {"text": "interventions/day"}, "type": "log"},
-                    "height": 380,
-                },
-            }
+        campaign, (rounds, budget, seed), forecast = _forecast_of(self.request, kwargs["pk"])
+        runs = forecast.result if forecast is not None and forecast.computed_at else {}
+        figure = charts.forecast_lines(runs=runs) if runs else None
+        job = forecast.job if forecast is not None else None
         return super().get_context_data(
             campaign=campaign,
+            forecast=forecast,
+            job=job,
             runs=runs,
             figure=figure,
+            query=urlencode({"rounds": rounds, "budget": budget, "seed": seed}),
             rounds=rounds,
             budget=budget,
             seed=seed,
             **kwargs,
         )
+
+    def post(self, request: HttpRequest, pk: int) -> HttpResponse:
+        campaign = get_object_or_404(Campaign.objects.visible_to(request.user), pk=pk)
+        rounds, budget, seed = _forecast_params(request.POST)
+        campaign_forecast_request(
+            campaign=campaign, rounds=rounds, budget=budget, seed=seed, actor=request.user
+        )
+        query = urlencode({"rounds": rounds, "budget": budget, "seed": seed})
+        return redirect(f"{reverse('planner:campaign-forecast', args=[campaign.pk])}?{query}")
+
+
+class ForecastProgress(JobProgressView):
+    """The progress card of a forecast's job (polled by the forecast page)."""
+
+    roles = MANAGERS
+    scoped_model = Campaign
+    template_name = "frontend/steering/_forecast_job.html"
+
+    def progress_context(self, **kwargs: Any) -> dict[str, Any]:
+        campaign, (rounds, budget, seed), forecast = _forecast_of(self.request, kwargs["pk"])
+        return {
+            "campaign": campaign,
+            "forecast": forecast,
+            "job": forecast.job if forecast is not None else None,
+            "query": urlencode({"rounds": rounds, "budget": budget, "seed": seed}),
+        }

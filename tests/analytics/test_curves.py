@@ -9,14 +9,13 @@ from scipy import stats
 from analytics.curves import (
     DEFAULT_PRIOR,
     LearningCurve,
-    beta_posterior,
     fit_learning_curve,
     log_likelihood,
-    posterior_mean,
 )
 from analytics.gap import GapInputs, compute_gap
 from analytics.intervals import credible_interval
 from campaigns.planning.gain import gain
+from tests.analytics import curve_oracle
 
 curves = st.builds(
     lambda f_inf, a_share, b: LearningCurve(f_inf=f_inf, a=(1 - f_inf) * a_share, b=b),
@@ -184,20 +183,6 @@ def test_fit_rejects_more_successes_than_trials():
         fit_learning_curve([0.0, 1.0, 2.0], [10, 10, 10], [11, 0, 0])
 
 
-def test_beta_posterior_adds_failures_and_successes_to_the_prior():
-    alpha, beta = beta_posterior(trials=10, successes=7, prior_rate=0.1, prior_strength=20)
-
-    # prior Beta(20 * 0.1, 20 * 0.9) = Beta(2, 18); 3 failures and 7 successes -> Beta(5, 25)
-    assert float(alpha) == pytest.approx(5.0, abs=1e-12)
-    assert float(beta) == pytest.approx(25.0, abs=1e-12)
-    assert float(posterior_mean(alpha, beta)) == pytest.approx(5 / 30, abs=1e-12)
-
-
-def test_beta_posterior_needs_a_positive_prior_strength():
-    with pytest.raises(ValueError, match="prior_strength"):
-        beta_posterior(trials=0, successes=0, prior_rate=0.1, prior_strength=0)
-
-
 def test_credible_interval_matches_the_closed_form_for_beta_one_b():
     # For Beta(1, b) the CDF is 1 - (1 - x)^b, so the q-quantile is 1 - (1 - q)^(1/b).
     low, high = credible_interval(1.0, 4.0, level=0.95)
@@ -216,7 +201,7 @@ def test_credible_interval_agrees_with_scipy_beta_quantiles():
     assert high == pytest.approx(stats.beta.ppf(0.95, alpha, beta), rel=1e-9)
 
 
-def _gap_cells(curve, n, trials, successes, strength):
+def _gap_cells(curve, n, trials, successes):
     size = len(n)
     gap = compute_gap(
         GapInputs(
@@ -226,7 +211,6 @@ def _gap_cells(curve, n, trials, successes, strength):
             trials=np.asarray(trials),
             successes=np.asarray(successes),
             cycles_per_day=1.0,
-            prior_strength=strength,
             curve=curve,
         )
     )
@@ -239,20 +223,21 @@ def test_cell_curves_pass_through_each_posterior_rate():
     trials = np.array([100, 0, 10])
     successes = np.array([98, 0, 5])
 
-    amplitude = _gap_cells(curve, n, trials, successes, strength=10).amplitude
+    amplitude = _gap_cells(curve, n, trials, successes).amplitude
 
-    alpha, beta = beta_posterior(trials, successes, curve.rate(n), 10)
     through = curve.f_inf + amplitude * (n + 1) ** -curve.b
-    assert through == pytest.approx(posterior_mean(alpha, beta), rel=1e-12)
-    assert amplitude[1] == pytest.approx(curve.a, rel=1e-12)
+    oracle = [rate for rate, _, _ in curve_oracle.cell_rates(curve, n, trials, successes)]
+    assert through == pytest.approx(oracle, rel=1e-9)
 
 
-def test_cell_curve_is_flat_when_the_posterior_is_below_the_floor():
+def test_a_cell_that_never_fails_sits_near_the_floor():
     curve = LearningCurve(f_inf=0.05, a=0.1, b=0.5)
 
-    amplitude = _gap_cells(curve, [10.0], [10_000], [10_000], strength=20).amplitude
+    cells = _gap_cells(curve, [10.0, 10.0], [10_000, 0], [10_000, 0])
 
-    assert amplitude[0] == 0
+    assert cells.amplitude[0] < 1e-2 * curve.a
+    assert cells.failure_rate[0] == pytest.approx(curve.f_inf, abs=1e-3)
+    assert cells.amplitude[1] > 100 * cells.amplitude[0]
 
 
 def test_the_gain_at_the_pooled_level_is_the_pooled_curves_gain():

@@ -10,11 +10,13 @@ from django.core.management import call_command
 from django.db import connection
 from django.db.models import Q, Sum
 
+from analytics.curves import LearningCurve
 from analytics.models import GapCell, GapReport
 from analytics.services.gap import gap_report_build, gap_report_request
 from campaigns.models import Campaign
 from labeling.models import Episode
 from sites.models import ConditionShare, ConditionValue, ProductionLog
+from tests.analytics import curve_oracle
 
 DIMS = ["lighting", "clutter", "human-activity"]
 
@@ -79,11 +81,17 @@ def test_demo_report_surfaces_the_lab_skew_and_matches_a_hand_calculation(demo):
     )
     assert cell.train_count == pytest.approx(own + demo.transfer_weight * other)
 
-    curve = report.summary["curve"]
-    prior = curve["f_inf"] + curve["a"] * (cell.train_count + 1) ** (-curve["b"])
-    strength = report.params["prior_strength"]
-    failures = cell.trials - cell.successes
-    f = (failures + strength * prior) / (cell.trials + strength)  # Beta posterior mean
+    # The cell's rate is the per-cell model read from the report's own stored cells and
+    # pooled curve: what the recommendation reads back (the one model of both).
+    stored = list(GapCell.objects.filter(report=report).order_by("rank"))
+    curve = LearningCurve(**{k: report.summary["curve"][k] for k in ("f_inf", "a", "b")})
+    rates = curve_oracle.cell_rates(
+        curve,
+        [c.train_count for c in stored],
+        [c.trials for c in stored],
+        [c.successes for c in stored],
+    )
+    f = rates[[c.pk for c in stored].index(cell.pk)][0]
     assert cell.failure_rate == pytest.approx(f, rel=1e-9)
     cycles = rotterdam.cycles_per_day + venlo.cycles_per_day
     assert cell.interventions_per_day == pytest.approx(cycles * p * f, rel=1e-9)

@@ -3,8 +3,8 @@ import pytest
 from scipy import stats
 
 from analytics.curves import CurveFit, LearningCurve
+from analytics.learning import LOG_MULTIPLIER_GRID, CurveSet
 from analytics.steering.economics import DeploymentProfile, demonstration, project_campaign
-from analytics.steering.learning import LOG_MULTIPLIER_GRID, CurveSet
 
 
 def _curve_set(curve: LearningCurve, cells: int) -> CurveSet:

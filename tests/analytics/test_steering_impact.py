@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from analytics.learning import EvaluationRows, fit_curve_set
 from analytics.steering.impact import (
     difference_in_differences,
     group_impact,
@@ -12,7 +13,6 @@ from analytics.steering.impact import (
     round_impact,
     summarise_impact,
 )
-from analytics.steering.learning import EvaluationRows, fit_curve_set
 
 
 def _adj_var(s, t):

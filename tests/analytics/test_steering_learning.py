@@ -3,7 +3,7 @@ import pytest
 from scipy import stats
 
 from analytics.curves import LearningCurve
-from analytics.steering.learning import EvaluationRows, fit_curve_set
+from analytics.learning import EvaluationRows, fit_curve_set
 
 TRUE = LearningCurve(f_inf=0.0, a=0.4, b=0.6)
 
@@ -163,3 +163,25 @@ def test_malformed_rows_raise(kwargs, message):
 
     with pytest.raises(ValueError, match=message):
         EvaluationRows(**{**base, **kwargs})
+
+
+@pytest.mark.parametrize("tau", [None, 0.15])
+def test_cell_posteriors_match_a_loop_by_loop_reading_even_where_a_narrow_prior_underflows(tau):
+    from analytics.curves import LearningCurve as Curve
+    from analytics.learning import TAU_GRID
+    from tests.analytics import curve_oracle
+
+    curve = Curve(f_inf=0.001, a=0.3, b=0.6)
+    # Ordinary cells, a cell that never fails in 10 million trials (its likelihood sits where a
+    # narrow prior is zero in floating point) and one that always fails.
+    n = np.array([0.0, 5.0, 40.0, 300.0, 10.0, 2.0])
+    trials = np.array([0, 30, 200, 1000, 10_000_000, 50])
+    successes = np.array([0, 21, 190, 999, 10_000_000, 0])
+
+    curves = fit_curve_set(EvaluationRows.snapshot(n, trials, successes), n, curve=curve, tau=tau)
+
+    expected = curve_oracle.cell_posteriors(
+        curve, n, trials, successes, taus=TAU_GRID if tau is None else (tau,)
+    )
+    assert curves.posterior == pytest.approx(np.array(expected), abs=1e-9)
+    assert curves.posterior.sum(axis=1) == pytest.approx(np.ones(n.size), abs=1e-12)

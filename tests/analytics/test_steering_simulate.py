@@ -114,7 +114,7 @@ def _identifiers(module) -> set[str]:
 
 
 def test_strategy_code_never_names_the_hidden_truth():
-    import analytics.steering.learning as learning
+    import analytics.learning as learning
     import analytics.steering.observation as observation
     import analytics.steering.recommend as recommend
     import analytics.steering.strategies as strategies

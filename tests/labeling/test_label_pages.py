@@ -326,7 +326,7 @@ def test_managers_create_a_job_and_export_from_the_pages(
     job = LabelJob.objects.get(dataset=dataset)
     assert created.url == f"/label/jobs/{job.pk}/"
     exports = client.get(f"/label/datasets/{dataset.pk}/exports/").content.decode()
-    assert "2</strong> rows" in exports
+    assert "<strong>2 rows</strong>" in exports
     with django_capture_on_commit_callbacks(execute=True):
         started = client.post(f"/label/datasets/{dataset.pk}/exports/", {"format": "lerobot-v3"})
     detail = client.get(started.url).content.decode()

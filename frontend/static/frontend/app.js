@@ -38,12 +38,23 @@
       });
   }
 
+  // A heatmap of one dimension against itself fills only its diagonal: when rows and
+  // columns meet, move the other select to another dimension (the server corrects it too).
+  function keepAxesApart(form, changed) {
+    const x = form.elements.namedItem("x");
+    const y = form.elements.namedItem("y");
+    if (!x || !y || x.value !== y.value || (changed !== x && changed !== y)) return;
+    const other = changed === x ? y : x;
+    const pick = Array.from(other.options).find(function (o) { return o.value !== changed.value; });
+    if (pick) other.value = pick.value;
+  }
+
   function initRemotePlots(root) {
     root.querySelectorAll("[data-plot-url]").forEach(function (el) {
       loadRemotePlot(el);
       const form = document.querySelector('[data-target="' + el.id + '"]');
       if (form && !form.dataset.bound) {
-        form.addEventListener("change", function () { loadRemotePlot(el); });
+        form.addEventListener("change", function (event) { keepAxesApart(form, event.target); loadRemotePlot(el); });
         form.dataset.bound = "1";
       }
     });

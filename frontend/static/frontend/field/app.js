@@ -89,6 +89,12 @@
       return new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", hour12: false, timeZone: tz || undefined }).format(new Date(iso));
     } catch (e) { return iso.slice(11, 16); }
   }
+  // The server words a visit's times on the site's clock, zone included ("08:30–12:00 CET"),
+  // the same as the run sheet and the round page; older cached tasks lack it.
+  function visitTimes(task) {
+    if (!task.start_at) return "";
+    return task.local_window || (fmtTime(task.start_at, task.site.timezone) + "–" + fmtTime(task.end_at, task.site.timezone) + " site time");
+  }
   function fmtClock(iso) {
     return iso ? new Date(iso).toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit", hour12: false }) : "";
   }
@@ -252,10 +258,9 @@
     const pending = state.outbox.filter(function (r) { return r.task === task.id; }).length;
     const sending = uploads ? uploads.items.filter(function (i) { return i.task === task.id && ["hashing", "queued", "sending"].indexOf(i.state) >= 0; }).length : 0;
     const planned = plannedTotal(task);
-    const tz = task.site.timezone;
     return h("li", null, h("a", { class: "task-card", href: "#/task/" + task.id, "data-task": task.id },
       h("span", { class: "task-when" }, fmtDay(task.scheduled_date),
-        task.start_at ? " · " + fmtTime(task.start_at, tz) + "–" + fmtTime(task.end_at, tz) : ""),
+        task.start_at ? " · " + visitTimes(task) : ""),
       h("strong", { class: "task-site", text: task.site.name }),
       h("span", { class: "muted", text: task.site.address || "No address on file" }),
       h("span", { class: "muted", text: "Access: " + task.site.access_window }),
@@ -644,13 +649,12 @@
     }
     const steps = task.steps || [];
     const index = r.step === null ? firstOpenStep(task) : Math.min(Math.max(0, r.step), Math.max(0, steps.length - 1));
-    const tz = task.site.timezone;
     return h("div", { class: "task-view", "data-task": task.id },
       h("a", { class: "tap back", href: "#/", text: "← All tasks" }),
       h("div", { class: "task-title" }, h("h1", { text: task.site.name }), statusBadge(localStatus(task))),
       h("p", { class: "task-meta" },
         fmtDay(task.scheduled_date),
-        task.start_at ? " · " + fmtTime(task.start_at, tz) + "–" + fmtTime(task.end_at, tz) + " site time" : "",
+        task.start_at ? " · " + visitTimes(task) : "",
         " · access: " + task.site.access_window),
       h("p", { class: "muted", text: (task.site.address || "No address on file") + " · " + task.campaign + ", round " + task.round + " · " + task.embodiment }),
       banners(task),

@@ -280,7 +280,7 @@
     if (before.status !== after.status) changes.push("status " + before.status_label + " → " + after.status_label);
     if ((before.team || "") !== (after.team || "")) changes.push("team " + (before.team || "none") + " → " + (after.team || "none"));
     if (before.scheduled_date !== after.scheduled_date || before.start_at !== after.start_at) {
-      changes.push("time moved to " + (after.scheduled_date || "unscheduled") + (after.start_at ? " " + after.start_at.slice(11, 16) + " UTC" : ""));
+      changes.push("time moved to " + (after.scheduled_date || "unscheduled") + (after.start_at ? " " + (after.local_window || after.start_at.slice(11, 16) + " UTC") : ""));
     }
     const old = {};
     (before.targets || []).forEach(function (t) { old[t.id] = t; });

@@ -233,6 +233,39 @@ class CurveSet:
         amp = self.pooled.a * np.exp(self.grid[index])
         return amp[0] if size is None else amp
 
+    def rate_interval(self, n: npt.ArrayLike, level: float = 0.95) -> tuple[FloatArray, FloatArray]:
+        """Return the equal-tailed ``level`` posterior interval of each cell's rate at ``n``.
+
+        The rate rises with the multiplier, so the interval is the curve at the amplitude's
+        quantiles (the pooled ``f_inf`` and ``b`` taken as known).
+        """
+        tail = (1.0 - level) / 2.0
+        return (
+            self.rate(n, self.amplitude_quantile(tail)),
+            self.rate(n, self.amplitude_quantile(1.0 - tail)),
+        )
+
+    def rate_variance(self, n: npt.ArrayLike) -> FloatArray:
+        """Return the posterior variance of each cell's rate at ``n`` (before the cap at 1)."""
+        level = level_from_amplitude(self.pooled.a, n, self.b)
+        m = np.exp(self.grid)
+        mean = (self.posterior * m).sum(axis=1)
+        second = (self.posterior * m * m).sum(axis=1)
+        return np.asarray(level * level * np.maximum(second - mean * mean, 0.0), dtype=np.float64)
+
+    def subset(self, index: npt.ArrayLike) -> CurveSet:
+        """Return the curve set of the cells at ``index`` (same pooled curve and spread)."""
+        at = np.asarray(index, dtype=np.int64)
+        return CurveSet(
+            fit=self.fit,
+            grid=self.grid,
+            posterior=self.posterior[at],
+            tau=self.tau,
+            amplitude=self.amplitude[at],
+            trials=self.trials[at],
+            failures=self.failures[at],
+        )
+
     def multiplier_interval(self, level: float = 0.9) -> tuple[FloatArray, FloatArray]:
         """Return the equal-tailed posterior interval of each cell's multiplier ``m_c``."""
         tail = (1.0 - level) / 2.0
@@ -258,44 +291,85 @@ def _cell_posteriors(
 ) -> tuple[FloatArray, float]:
     """Return each cell's grid posterior of ``log m`` and the (posterior-mean) spread."""
     size = rows.n_cells
-    loglik = np.zeros((size, grid.size))
-    if rows.cell.size:
-        per_row = _row_log_likelihood(curve, rows, grid)
-        order = np.argsort(rows.cell, kind="stable")
-        cells_sorted = rows.cell[order]
-        starts = np.flatnonzero(np.r_[True, cells_sorted[1:] != cells_sorted[:-1]])
-        loglik[cells_sorted[starts]] = np.add.reduceat(per_row[order], starts, axis=0)
-
-    # Truncation: the cell's rate at its current n must not exceed 1.
-    if curve.a > 0:
-        level_now = level_from_amplitude(curve.a, n_now, curve.b)
-        allowed = curve.f_inf + level_now[:, None] * np.exp(grid)[None, :] <= 1.0
-        allowed[:, 0] = True  # the floor multiplier is always possible
-    else:
-        allowed = np.ones((size, grid.size), dtype=bool)
-    log_allowed = np.where(allowed, 0.0, -np.inf)
-
-    def log_prior(spread: float) -> FloatArray:
-        raw = -0.5 * (grid / spread) ** 2 + log_allowed
-        return raw - special.logsumexp(raw, axis=1, keepdims=True)
-
     spreads = (tau,) if tau is not None else TAU_GRID
-    posteriors, marginals = [], []
     for spread in spreads:
         if not spread > 0:
             raise ValueError(f"tau must be > 0, got {spread}")
-        joint = loglik + log_prior(spread)
-        per_cell = special.logsumexp(joint, axis=1, keepdims=True)
-        posteriors.append(np.exp(joint - per_cell))
-        # Marginal likelihood up to the grid step, which is the same for every spread.
-        marginals.append(float(per_cell.sum()))
+    log_priors = np.array([-0.5 * (grid / spread) ** 2 for spread in spreads])
+    priors = np.exp(log_priors)
+    cumulative = np.cumsum(priors, axis=1)
+
+    # Truncation: the cell's rate at its current n must not exceed 1. The rate rises with
+    # the multiplier, so each cell's allowed grid is a prefix up to ``last`` (the floor is
+    # always allowed).
+    if curve.a > 0:
+        level_now = level_from_amplitude(curve.a, n_now, curve.b)
+        with np.errstate(divide="ignore"):
+            ceiling = (1.0 - curve.f_inf) / level_now
+        last = np.searchsorted(np.exp(grid), ceiling, side="right") - 1
+        last = np.clip(last, 0, grid.size - 1)
+    else:
+        last = np.full(size, grid.size - 1)
+
+    # Only evaluated cells have a likelihood; the rest (most cells of a gap report) hold their
+    # truncated prior, the same for every cell with the same ``last``.
+    seen = rows.trials > 0  # a row without trials has likelihood 1 everywhere
+    cells = np.unique(rows.cell[seen])
+    loglik = np.zeros((cells.size, grid.size))
+    if cells.size:
+        evaluated = EvaluationRows(
+            cell=np.searchsorted(cells, rows.cell[seen]),
+            train_count=rows.train_count[seen],
+            trials=rows.trials[seen],
+            successes=rows.successes[seen],
+            n_cells=int(cells.size),
+        )
+        per_row = _row_log_likelihood(curve, evaluated, grid)
+        order = np.argsort(evaluated.cell, kind="stable")
+        cells_sorted = evaluated.cell[order]
+        starts = np.flatnonzero(np.r_[True, cells_sorted[1:] != cells_sorted[:-1]])
+        loglik[cells_sorted[starts]] = np.add.reduceat(per_row[order], starts, axis=0)
+    last_seen = last[cells]
+    loglik = np.where(np.arange(grid.size)[None, :] <= last_seen[:, None], loglik, -np.inf)
+
+    # Every spread's posterior is the same likelihood times a different prior row, so the
+    # likelihood is exponentiated once (shifted by each cell's maximum, which no prior row
+    # exceeds) and each spread costs one matrix-vector product: the normaliser of the
+    # truncated prior is a cumulative sum read at the cell's last allowed point.
+    top = loglik.max(axis=1) if cells.size else np.zeros(0)
+    likelihood = np.exp(loglik - top[:, None])
+    log_norm = np.log(cumulative[:, last_seen].T)
+    with np.errstate(divide="ignore"):
+        log_mass = top[:, None] + np.log(likelihood @ priors.T)
+    # A cell whose likelihood sits where a narrow prior underflows: its evidence in logs.
+    odd = np.flatnonzero(~np.isfinite(log_mass).all(axis=1))
+    for c in odd:
+        log_mass[c] = special.logsumexp(loglik[c][None, :] + log_priors, axis=1)
     # Average over the spread, weighted by its marginal likelihood (a uniform prior over the
     # candidates): with many cells this is empirical Bayes, with few it keeps the spread
-    # uncertain instead of trusting a tiny one that two cells happen to agree on.
-    log_w = np.array(marginals)
+    # uncertain instead of trusting a tiny one that two cells happen to agree on. The
+    # marginal is up to the grid step, the same for every spread; a cell without evidence
+    # adds nothing to it.
+    log_w = (log_mass - log_norm).sum(axis=0)
     weights = np.exp(log_w - log_w.max())
     weights /= weights.sum()
-    posterior = np.tensordot(weights, np.array(posteriors), axes=1)
+
+    # A cell without evidence: sum_s w_s prior_s / (its truncated normaliser), by ``last``.
+    ends, which = np.unique(last, return_inverse=True)
+    table = (weights[:, None] / cumulative[:, ends]).T @ priors
+    table = np.where(np.arange(grid.size)[None, :] <= ends[:, None], table, 0.0)
+    posterior = table[which.reshape(-1)]
+    # An evaluated cell: sum_s w_s L_c prior_s / mass_cs, one product over the spreads;
+    # cells whose weights would overflow it are read in logs too.
+    with np.errstate(divide="ignore"):
+        log_share = np.log(weights)[None, :] + top[:, None] - log_mass
+    odd = np.union1d(odd, np.flatnonzero(log_share.max(axis=1) > 600.0)).astype(np.int64)
+    log_share[odd] = -np.inf
+    evaluated_posterior = likelihood * (np.exp(log_share) @ priors)
+    for c in odd:
+        joint = loglik[c][None, :] + log_priors - log_mass[c][:, None]
+        evaluated_posterior[c] = weights @ np.exp(joint)
+    posterior[cells] = evaluated_posterior
     return posterior, float(np.dot(weights, spreads))
 
 
@@ -342,6 +416,7 @@ def fit_curve_set(
     current_train_count: npt.ArrayLike | None = None,
     *,
     prior: LearningCurve | None = None,
+    curve: LearningCurve | CurveFit | None = None,
     min_cells: int = 3,
     tau: float | None = None,
     refine: int = 2,
@@ -351,14 +426,29 @@ def fit_curve_set(
 
     ``current_train_count`` (per cell) truncates each cell's multiplier so its rate now is a
     probability; it defaults to the largest ``n`` among the cell's rows (0 without rows).
+    ``curve`` fixes the pooled curve (steps 1 and 3 are skipped: the cells are read around
+    it, e.g. a refit over the whole history or the curve a stored gap report used); otherwise
     ``prior`` and ``min_cells`` go to :func:`analytics.curves.fit_learning_curve`; ``tau``
     fixes the random-effect spread instead of averaging over :data:`TAU_GRID`; ``refine``
     and ``floor_evidence`` control step 3 of the module docstring. Raises
     ValueError on malformed input.
     """
-    fit = fit_learning_curve(
-        rows.train_count, rows.trials, rows.successes, prior=prior, min_cells=min_cells
-    )
+    given = curve is not None
+    if isinstance(curve, CurveFit):
+        fit = curve
+    elif curve is not None:
+        fit = CurveFit(
+            curve=curve,
+            source="given",
+            n_cells=int(np.count_nonzero(rows.trials_per_cell())),
+            n_trials=int(rows.trials.sum()),
+            n_failures=int((rows.trials - rows.successes).sum()),
+            log_likelihood=log_likelihood(curve, rows.train_count, rows.trials, rows.successes),
+        )
+    else:
+        fit = fit_learning_curve(
+            rows.train_count, rows.trials, rows.successes, prior=prior, min_cells=min_cells
+        )
     curve = fit.curve
     grid = LOG_MULTIPLIER_GRID
     size = rows.n_cells
@@ -373,7 +463,7 @@ def fit_curve_set(
             raise ValueError("current_train_count must be finite and >= 0")
 
     posterior, best_tau = _cell_posteriors(curve, rows, n_now, grid, tau)
-    for _ in range(refine if fit.source == "fitted" else 0):
+    for _ in range(refine if fit.source == "fitted" and not given else 0):
         # Refit the shared (f_inf, a, b) with each cell's multiplier held at its posterior
         # (geometric) mean, so differences between cells are not mistaken for learning.
         offsets = np.exp((posterior * grid).sum(axis=1))[rows.cell]

@@ -1,0 +1,100 @@
+"""Campaign forecasts: the simulator's strategies compared, computed in a job and stored."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.services import job_create, job_enqueue, job_running
+from analytics.models import CampaignForecast
+from campaigns.models import Campaign
+
+FORECAST_STRATEGIES: tuple[str, ...] = ("steered", "uniform", "proportional", "more-of-the-same")
+
+
+def campaign_forecast_request(
+    *, campaign: Campaign, rounds: int, budget: int, seed: int, actor: Any = None
+) -> CampaignForecast:
+    """Return the stored forecast for these parameters, queueing its job when there is none.
+
+    A forecast already computed, or one whose job is still queued or running, is returned
+    as it is: a second click never starts a second job.
+    """
+    params: dict[str, Any] = {
+        "campaign": campaign,
+        "rounds": rounds,
+        "budget": budget,
+        "seed": seed,
+    }
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                forecast, _ = CampaignForecast.objects.get_or_create(**params)
+        except IntegrityError:  # a concurrent request created it first
+            forecast = CampaignForecast.objects.get(**params)
+        # Lock the row: of two concurrent clicks, the second sees the first one's job.
+        forecast = (
+            CampaignForecast.objects.select_for_update(of=("self",))
+            .select_related("job")
+            .get(pk=forecast.pk)
+        )
+        if forecast.computed_at is not None or (forecast.job and forecast.job.is_active):
+            return forecast
+        job = job_create(
+            organization=campaign.organization,
+            kind="forecast",
+            title=f"Forecast · {campaign.name} ({rounds} rounds × {budget:,}, seed {seed})",
+            task_name="analytics.tasks.campaign_forecast_compute",
+            task_kwargs={"forecast_id": forecast.pk},
+            created_by=actor,
+            enqueue=False,
+        )
+        forecast.job = job
+        forecast.save(update_fields=["job"])
+        job_enqueue(job=job)
+    return forecast
+
+
+def campaign_forecast_run(*, job_id: str) -> None:
+    """Play the forecast's campaign under every strategy, reporting progress per round.
+
+    Idempotent: a forecast already computed is left as it is.
+    """
+    from analytics.steering.simulate import simulate
+
+    with job_running(job_id=job_id) as ctx:
+        if ctx is None:
+            return
+        forecast = CampaignForecast.objects.get(pk=ctx.job.task_kwargs["forecast_id"])
+        if forecast.computed_at is not None:
+            return
+        total = forecast.rounds * len(FORECAST_STRATEGIES)
+        result: dict[str, Any] = {}
+        for done_before, name in enumerate(FORECAST_STRATEGIES):
+            base = done_before * forecast.rounds
+
+            def played(r: int, base: int = base, name: str = name) -> None:
+                ctx.progress(base + r, total, f"{name}: round {r} of {forecast.rounds}")
+
+            ctx.progress(base, total, f"{name}: round 0 of {forecast.rounds}", force=True)
+            run = simulate(
+                name,
+                seed=forecast.seed,
+                rounds=forecast.rounds,
+                budget=float(forecast.budget),
+                on_round=played,
+            )
+            result[name] = {
+                "interventions_per_day": [float(x) for x in run.interventions_per_day],
+                "reliability": [float(x) for x in run.reliability],
+                "episodes": [float(x) for x in run.episodes],
+                "episodes_to_target": run.episodes_to_target,
+                "rounds_to_target": run.rounds_to_target,
+                "reachable": run.reachable,
+            }
+        CampaignForecast.objects.filter(pk=forecast.pk).update(
+            result=result, computed_at=timezone.now()
+        )
+        ctx.progress(total, total, "Done", force=True)
