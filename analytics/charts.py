@@ -419,3 +419,135 @@ def forecast_lines(*, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
             height=380,
         ),
     }
+
+
+def interventions_timeline(
+    *,
+    days: list[str],
+    interventions: list[float],
+    low: list[float],
+    high: list[float],
+    rate: list[float | None],
+    level: float = 0.95,
+    since: str | None = None,
+) -> dict[str, Any]:
+    """Interventions per day with their exact Poisson interval as a band; ``since`` marks a shift.
+
+    ``rate`` (per 1,000 cycles, None on a day without cycles) shows in the hover.
+    """
+    band = f"{level:.0%} interval"
+    figure: dict[str, Any] = {
+        "data": [
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": band,
+                "x": days + days[::-1],
+                "y": high + low[::-1],
+                "fill": "toself",
+                "fillcolor": "rgba(180, 35, 24, 0.15)",
+                "line": {"width": 0},
+                "hoverinfo": "skip",
+            },
+            {
+                "type": "scatter",
+                "mode": "lines+markers",
+                "name": "Interventions per day",
+                "x": days,
+                "y": interventions,
+                "customdata": [None if r is None else round(r, 3) for r in rate],
+                "marker": {"color": PALETTE["priority"]},
+                "hovertemplate": "%{x}: %{y:.0f} interventions<br>%{customdata} per 1,000 "
+                "cycles<extra></extra>",
+            },
+        ],
+        "layout": _layout(
+            "Interventions per day",
+            height=340,
+            xaxis=_value_axis("site-local day", type="date"),
+            yaxis=_value_axis("interventions per day", rangemode="tozero"),
+            legend=LEGEND_ABOVE,
+        ),
+    }
+    if since is not None:
+        figure["layout"]["shapes"] = [
+            {
+                "type": "line",
+                "xref": "x",
+                "yref": "paper",
+                "x0": since,
+                "x1": since,
+                "y0": 0,
+                "y1": 1,
+                "line": {"color": "#333", "dash": "dot", "width": 1},
+            }
+        ]
+    return figure
+
+
+def interventions_by_mode(
+    *, days: list[str], series: list[tuple[str, list[float]]]
+) -> dict[str, Any]:
+    """Interventions per day stacked by failure mode (the most frequent first)."""
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "name": plot_text(label),
+                "x": days,
+                "y": counts,
+                "hovertemplate": "%{x}: %{y:.0f}<extra>" + plot_text(label) + "</extra>",
+            }
+            for label, counts in series
+        ],
+        "layout": _layout(
+            "Interventions per day by failure mode",
+            barmode="stack",
+            height=360,
+            xaxis=_value_axis("site-local day", type="date"),
+            yaxis=_value_axis("interventions per day", rangemode="tozero"),
+            legend=LEGEND_ABOVE,
+        ),
+    }
+
+
+def rate_bars(
+    *,
+    labels: list[str],
+    rate: list[float | None],
+    low: list[float | None],
+    high: list[float | None],
+    title: str,
+    category: str,
+) -> dict[str, Any]:
+    """Interventions per 1,000 cycles per category with 95% intervals as error bars."""
+    value = [r if r is not None else 0.0 for r in rate]
+    return {
+        "data": [
+            {
+                "type": "bar",
+                "orientation": "h",
+                "y": plot_texts(labels),
+                "x": value,
+                "marker": {"color": PALETTE["target"]},
+                "error_x": {
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [
+                        (h - v) if h is not None else 0.0 for h, v in zip(high, value, strict=True)
+                    ],
+                    "arrayminus": [
+                        (v - lo) if lo is not None else 0.0
+                        for lo, v in zip(low, value, strict=True)
+                    ],
+                },
+                "hovertemplate": "%{y}: %{x:.2f} per 1,000 cycles<extra></extra>",
+            }
+        ],
+        "layout": _layout(
+            title,
+            height=max(220, 100 + 30 * len(labels)),
+            xaxis=_value_axis("interventions per 1,000 cycles", rangemode="tozero"),
+            yaxis=_category_axis(labels, title=category, width=28, autorange="reversed"),
+        ),
+    }

@@ -34,3 +34,10 @@ def round_recommendation_compute(*, job_id: str) -> None:
     from analytics.services.steering_jobs import round_recommendation_run
 
     round_recommendation_run(job_id=job_id)
+
+
+@shared_task(name="analytics.tasks.production_import", acks_late=True)
+def production_import(*, job_id: str) -> None:
+    from analytics.services.production_files import production_import_run
+
+    production_import_run(job_id=job_id)

@@ -1,13 +1,14 @@
-"""Gap report at scale: 1,000,000 episodes over 8 condition dimensions (~5,000 occupied cells).
+"""Gap report at scale: N episodes (default 1,000,000) over 8 condition dimensions (~5,000 cells).
 
-Builds the inventory, VACUUMs and CHECKPOINTs (so the load's writes are not flushed while
-measuring), then times the full report (aggregation, scoring, domain shift, storing every
-cell) in 7 pairs alternating with the baseline: a bare SQL GROUP BY over the same episodes'
-8 condition columns held in a plain wide table (the conventional layout). Prints the median
-ratio of the pairs, and also the ratio of the best report to a bare GROUP BY over the episode
-table's (embodiment, condition set) — the columns the report itself groups by — and to the
-report's own aggregation alone. Also times the gap page with the stored report. Target:
-report under 2 s, within 2x of the bare GROUP BY; page under 300 ms.
+Builds the inventory in SQL (generate_series, 1,000,000 rows per statement, so 10,000,000
+build in minutes), VACUUMs and CHECKPOINTs (so the load's writes are not flushed while
+measuring), checks the maintained coverage counts against a fresh GROUP BY, then times the
+full report (aggregation, scoring, domain shift, storing every cell) in 7 alternating pairs:
+training coverage from the maintained counts (labeling_coveragecount, what the report reads)
+against the GROUP BY over every episode (the path before them), same numbers asserted. Also
+prints the bare GROUP BY over the 8 condition columns of a plain wide table and times the
+gap page. Targets: report < 0.5 s with maintained counts at 10,000,000 episodes and the same
+at 1,000,000 (cost independent of the episode count); page under 300 ms.
 
 Usage: DATABASE_URL=... python bench/gap_report.py [--episodes N] [--keep]
 """
@@ -15,7 +16,6 @@ Usage: DATABASE_URL=... python bench/gap_report.py [--episodes N] [--keep]
 from __future__ import annotations
 
 import argparse
-import io
 import time
 from datetime import date
 
@@ -33,6 +33,7 @@ DIMS = [("d1", 6), ("d2", 5), ("d3", 4), ("d4", 4), ("d5", 3), ("d6", 3), ("d7",
 
 
 ROUNDS = 7
+CHUNK = 1_000_000  # episodes per INSERT statement (and per trigger delta)
 
 
 def build(episodes: int) -> tuple[object, int]:
@@ -141,46 +142,60 @@ def build(episodes: int) -> tuple[object, int]:
     weights = 1.0 / np.arange(1, len(set_ids) + 1) ** 0.9
     weights /= weights.sum()
     dataset = Dataset.objects.create(organization=org, slug="bench", name="Bench inventory")
-    chosen = set_ids[rng.choice(len(set_ids), size=episodes, p=weights)]
-    embs = np.where(rng.random(episodes) < 0.85, emb.pk, other.pk)
-    lux = rng.lognormal(6.5, 0.3, episodes).round(1)
     started = time.perf_counter()
-    with (
-        connection.cursor() as cursor,
-        cursor.copy(
-            "COPY labeling_episode (organization_id, dataset_id, key, embodiment_id, task_id, condition_set_id,"
-            " episode_count, frames, duration_s, outcome, storage_uri, provenance, sync_status, label_status,"
-            " validated, features, extra, created_at, updated_at) FROM STDIN"
-        ) as copy,
-    ):
-        buf = io.StringIO()
-        for i in range(episodes):
-            buf.write(
-                f"{org.pk}\t{dataset.pk}\t{i}\t{embs[i]}\t{task.pk}\t{chosen[i]}\t1\t300\t10\tunknown\t\timported\tsynced"
-                f'\tunlabelled\tt\t{{"light_lux": {lux[i]}}}\t{{}}\tnow()\tnow()\n'
-            )
-            if i % 50_000 == 49_999:
-                copy.write(buf.getvalue())
-                buf = io.StringIO()
-        copy.write(buf.getvalue())
-    # The same episodes as a conventional wide table: one column per condition dimension.
-    combo_of_set = {int(sid): k for sid, k in zip(set_ids, combos_list, strict=True)}
     with connection.cursor() as cursor:
+        # The episodes are generated in SQL (no Python loop over rows, so 10,000,000 build in
+        # minutes in constant memory), in statements of CHUNK rows: each is one COPY-sized
+        # insert whose trigger adds its delta to the maintained coverage counts.
+        cursor.execute("SELECT setseed(0.7)")
+        cumulative = np.cumsum(weights)[:-1].tolist()
+        for lo in range(0, episodes, CHUNK):
+            hi = min(episodes, lo + CHUNK)
+            cursor.execute(
+                """
+                INSERT INTO labeling_episode (organization_id, dataset_id, key, embodiment_id,
+                    task_id, condition_set_id, episode_count, frames, duration_s, outcome,
+                    storage_uri, provenance, sync_status, label_status, validated, features,
+                    extra, created_at, updated_at)
+                SELECT %(org)s, %(dataset)s, i::text,
+                       CASE WHEN random() < 0.85 THEN %(emb)s ELSE %(other)s END, %(task)s,
+                       (%(sets)s::bigint[])[width_bucket(random(), %(cum)s::float8[]) + 1],
+                       1, 300, 10, 'unknown', '', 'imported', 'synced', 'unlabelled', true,
+                       jsonb_build_object('light_lux', round((exp(6.5 + 0.3 *
+                           sqrt(-2 * ln(1 - random())) * cos(2 * pi() * random())))::numeric, 1)),
+                       '{}', now(), now()
+                FROM generate_series(%(lo)s, %(hi)s - 1) AS i
+                """,
+                {
+                    "org": org.pk,
+                    "dataset": dataset.pk,
+                    "emb": emb.pk,
+                    "other": other.pk,
+                    "task": task.pk,
+                    "sets": set_ids.tolist(),
+                    "cum": cumulative,
+                    "lo": lo,
+                    "hi": hi,
+                },
+            )
+            print(f"  {hi:,} episodes ({time.perf_counter() - started:.0f} s)", flush=True)
+        # The same episodes as a conventional wide table: one column per condition dimension.
         cursor.execute("DROP TABLE IF EXISTS bench_wide_episodes")
         cursor.execute(
-            "CREATE TABLE bench_wide_episodes (embodiment_id bigint, "
+            "CREATE TEMPORARY TABLE bench_set_codes (set_id bigint PRIMARY KEY, "
             + ", ".join(f"d{i + 1} smallint" for i in range(len(DIMS)))
-            + ", episode_count int)"
+            + ")"
         )
-        with cursor.copy("COPY bench_wide_episodes FROM STDIN") as copy:
-            buf = io.StringIO()
-            for i in range(episodes):
-                codes = combo_of_set[int(chosen[i])]
-                buf.write(f"{embs[i]}\t" + "\t".join(map(str, codes)) + "\t1\n")
-                if i % 50_000 == 49_999:
-                    copy.write(buf.getvalue())
-                    buf = io.StringIO()
-            copy.write(buf.getvalue())
+        with cursor.copy("COPY bench_set_codes FROM STDIN") as copy:
+            for sid, k in zip(set_ids, combos_list, strict=True):
+                copy.write(f"{int(sid)}\t" + "\t".join(map(str, k)) + "\n")
+        columns = ", ".join(f"m.d{i + 1}" for i in range(len(DIMS)))
+        cursor.execute(
+            f"CREATE TABLE bench_wide_episodes AS SELECT e.embodiment_id, {columns}, "
+            "e.episode_count FROM labeling_episode e "
+            "JOIN bench_set_codes m ON m.set_id = e.condition_set_id WHERE e.dataset_id = %s",
+            [dataset.pk],
+        )
         cursor.execute("ANALYZE labeling_episode")
     from sites.models import ConditionSample
 
@@ -213,8 +228,8 @@ def bare_group_by(org_id: int) -> float:
 
 
 def report_group_by(campaign: object) -> float:
-    """The report's own aggregation, alone: the same SQL with the same filters."""
-    from analytics.services.gap_inputs import TRAINING_SQL
+    """The report's former aggregation alone: the GROUP BY over every episode, same filters."""
+    from analytics.services.gap_inputs import TRAINING_SQL_SCAN as TRAINING_SQL
 
     with connection.cursor() as cursor:
         started = time.perf_counter()
@@ -239,14 +254,38 @@ def wide_group_by() -> float:
     return elapsed
 
 
-def full_report(campaign: object) -> tuple[float, object]:
+def full_report(campaign: object, *, scan: bool = False) -> tuple[float, object]:
+    """Build the full report; ``scan``: training coverage by the GROUP BY over every episode
+    (the path before maintained counts) instead of the maintained counts."""
     from analytics.models import GapReport
+    from analytics.services import gap_inputs
     from analytics.services.gap import gap_report_build
 
-    report = GapReport.objects.create(organization_id=campaign.organization_id, campaign=campaign)  # type: ignore[attr-defined]
-    started = time.perf_counter()
-    report = gap_report_build(report=report)
-    return time.perf_counter() - started, report
+    maintained_sql = gap_inputs.TRAINING_SQL
+    if scan:
+        gap_inputs.TRAINING_SQL = gap_inputs.TRAINING_SQL_SCAN
+    try:
+        report = GapReport.objects.create(
+            organization_id=campaign.organization_id, campaign=campaign
+        )  # type: ignore[attr-defined]
+        started = time.perf_counter()
+        report = gap_report_build(report=report)
+        return time.perf_counter() - started, report
+    finally:
+        gap_inputs.TRAINING_SQL = maintained_sql
+
+
+def maintained_group_by(campaign: object) -> float:
+    """The report's training read alone, from the maintained counts."""
+    from analytics.services.gap_inputs import TRAINING_SQL
+
+    with connection.cursor() as cursor:
+        started = time.perf_counter()
+        cursor.execute(TRAINING_SQL, [campaign.organization_id, campaign.task_id])  # type: ignore[attr-defined]
+        rows = cursor.fetchall()
+        elapsed = time.perf_counter() - started
+    assert rows
+    return elapsed
 
 
 def page_time(report: object) -> float:
@@ -289,39 +328,61 @@ def main() -> None:
             cursor.execute("CHECKPOINT")
     except DatabaseError as exc:  # needs superuser or pg_checkpoint; the figures get noisier
         print(f"no CHECKPOINT before measuring ({str(exc).strip()})")
-    # The machine is noisy (autovacuum, other jobs): measure baseline and report in
-    # alternation and compare each report with the baseline run just before it.
+    from labeling.selectors import coverage_differences
+
+    started = time.perf_counter()
+    differences = coverage_differences(organization_id=org_id)
+    check = time.perf_counter() - started
+    print(
+        f"maintained counts vs a fresh GROUP BY: {len(differences)} difference(s) "
+        f"(check took {check:.1f} s)"
+    )
+    # The machine is noisy (autovacuum, other jobs): measure in alternation, each report
+    # with maintained counts next to the GROUP BY path, and compare pair by pair.
     bare = min(bare_group_by(org_id) for _ in range(3))
     own = min(report_group_by(campaign) for _ in range(3))
+    kept = min(maintained_group_by(campaign) for _ in range(3))
     pairs = []
     for _ in range(ROUNDS):
         wide = wide_group_by()
+        scanned, scanned_report = full_report(campaign, scan=True)
         seconds, report = full_report(campaign)
-        pairs.append((seconds, wide, report))
-    ratios = sorted(seconds / wide for seconds, wide, _ in pairs)
-    median_ratio = ratios[len(ratios) // 2]
-    best, _, report = min(pairs, key=lambda pair: pair[0])
+        pairs.append((seconds, wide, report, scanned, scanned_report))
+    assert all(
+        p[2].summary == p[4].summary  # type: ignore[attr-defined]
+        for p in pairs
+    ), "the report with maintained counts differs from the GROUP BY path"
+    median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    best, _, report, _, _ = min(pairs, key=lambda pair: pair[0])
+    best_scan = min(p[3] for p in pairs)
     timings = report.params.get("timings_s", {})  # type: ignore[attr-defined]
+    scan_timings = min(pairs, key=lambda p: p[3])[4].params.get("timings_s", {})  # type: ignore[attr-defined]
     print(
         f"bare GROUP BY (embodiment, condition set) over {args.episodes:,} episodes: {bare:.3f} s"
     )
     print(
-        f"full gap report ({report.n_cells:,} cells stored): best {best:.3f} s, median "  # type: ignore[attr-defined]
-        f"{sorted(p[0] for p in pairs)[len(pairs) // 2]:.3f} s "
+        f"training read: maintained counts {kept * 1000:.1f} ms, GROUP BY over the episodes "
+        f"{own:.3f} s ({own / kept:.0f}x)"
+    )
+    print(
+        f"full gap report, maintained counts ({report.n_cells:,} cells stored): best {best:.3f} s, "  # type: ignore[attr-defined]
+        f"median {median([p[0] for p in pairs]):.3f} s "
         f"[inputs {timings.get('inputs')}, score {timings.get('score')}, domain shift {timings.get('domain_shift')}, store {timings.get('store')}]"
+        " (target < 0.5 s, independent of the episode count)"
+    )
+    print(
+        f"full gap report, GROUP BY path: best {best_scan:.3f} s, median "
+        f"{median([p[3] for p in pairs]):.3f} s [inputs {scan_timings.get('inputs')}]"
+    )
+    ratios = sorted(p[3] / p[0] for p in pairs)
+    print(
+        f"speed-up of maintained counts over the GROUP BY path, {ROUNDS} alternating pairs: "
+        f"median {median(ratios):.1f}x (min {ratios[0]:.1f}x, max {ratios[-1]:.1f}x)"
     )
     print(
         "bare GROUP BY over the 8 condition columns of a wide table (same episodes): "
-        f"best {min(p[1] for p in pairs):.3f} s"
-    )
-    print(
-        f"ratio report / bare GROUP BY over the 8 condition columns, {ROUNDS} alternating pairs: "
-        f"median {median_ratio:.2f}x (min {ratios[0]:.2f}x, max {ratios[-1]:.2f}x; "
-        "target <= 2x; report < 2 s)"
-    )
-    print(f"ratio best report / best bare GROUP BY (embodiment, condition set): {best / bare:.2f}x")
-    print(
-        f"ratio best report / its own aggregation alone (same SQL and filters, {own:.3f} s): {best / own:.2f}x"
+        f"best {min(p[1] for p in pairs):.3f} s; ratio best report / it: "
+        f"{best / min(p[1] for p in pairs):.2f}x"
     )
     try:
         page = page_time(report)

@@ -1,7 +1,8 @@
-"""Recording uploads for collection tasks: a resumable, checksummed upload API for field tablets.
+"""Recording uploads: a resumable, checksummed upload API for field tablets and the fleet.
 
 Protocol:
     POST /api/collection-tasks/{id}/recordings/   {filename, size, sha256, kind, episode?}
+    POST /api/failure-records/{id}/recordings/    {filename, size, sha256, kind}
         → 201 {upload, offset}   start (or resume: the same content's unfinished upload)
         → 200 {recording}        this content is already stored: nothing to send
     PUT  /api/recording-uploads/{id}/   raw bytes, header Content-Range: bytes START-END/TOTAL
@@ -10,12 +11,17 @@ Protocol:
         → 409 {offset}           the chunk did not start where the server's copy ends
         → 413 {limit}            the chunk is over the limit (labeling.recording_services.MAX_CHUNK_BYTES)
     GET  /api/recording-uploads/{id}/   → {offset} (where to resume)
+
+A task's recording is its captures' (one take, or cut into takes); an intervention's becomes
+the episode of its deployment's production dataset (:mod:`labeling.production`), made when the
+recording is stored (``labeling.recording_services.upload_stored``).
 """
 
 from __future__ import annotations
 
 import io
 import re
+from collections.abc import Callable
 from typing import IO, Any
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -30,7 +36,7 @@ from accounts.models import Role, membership_of
 from campaigns.models import CollectionTask, TaskRecording
 from campaigns.takes import recording_takes_request
 from labeling import recording_services as recordings
-from labeling.models import Recording, RecordingUpload
+from labeling.models import Episode, Recording, RecordingUpload
 from labeling.recording_services import (
     UploadChunkMismatch,
     UploadChunkTooLarge,
@@ -39,6 +45,7 @@ from labeling.recording_services import (
     upload_append,
     upload_start,
 )
+from sites.models import FailureRecord
 
 CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
@@ -128,8 +135,6 @@ class CollectionTaskRecordings(ScopedViewSetMixin, viewsets.GenericViewSet):
         task = self.get_object()
         payload = UploadStartSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
-        membership = membership_of(request.user)
-        assert membership is not None
         data = payload.validated_data
         context = {
             "task_id": task.pk,
@@ -139,25 +144,93 @@ class CollectionTaskRecordings(ScopedViewSetMixin, viewsets.GenericViewSet):
             "dataset_id": task.round.dataset_id,
             "episode_key": data.get("episode") or None,
         }
-        try:
-            result = upload_start(
-                organization=membership.organization,
-                filename=data["filename"],
-                size=data["size"],
-                sha256=data["sha256"],
-                context=context,
-                actor=request.user,
-            )
-        except UploadError as exc:
-            return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
-        if isinstance(result, Recording):
+
+        def stored(recording: Recording) -> None:
             TaskRecording.objects.get_or_create(
-                task=task, recording=result, defaults={"kind": data["kind"]}
+                task=task, recording=recording, defaults={"kind": data["kind"]}
             )
+
+        return _start_upload(request, data=data, context=context, stored=stored)
+
+
+def _start_upload(
+    request: Request,
+    *,
+    data: dict[str, Any],
+    context: dict[str, Any],
+    stored: Callable[[Recording], None],
+) -> Response:
+    """Start (or resume) an upload for what ``context`` names; when the content is stored
+    already, hand it to its owner with ``stored`` (idempotent) and answer 200 with it."""
+    membership = membership_of(request.user)
+    assert membership is not None
+    try:
+        result = upload_start(
+            organization=membership.organization,
+            filename=data["filename"],
+            size=data["size"],
+            sha256=data["sha256"],
+            context=context,
+            actor=request.user,
+        )
+    except UploadError as exc:
+        return Response({"detail": str(exc)}, status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(result, Recording):
+        stored(result)
+        result.refresh_from_db()
+        return Response({"recording": RecordingSerializer(result).data}, status=status.HTTP_200_OK)
+    return Response(UploadSerializer(result).data, status=status.HTTP_201_CREATED)
+
+
+class FailureRecordRecordings(ScopedViewSetMixin, viewsets.GenericViewSet):
+    """The recording of an intervention: upload it as field recordings are; once stored it is
+    an episode of the deployment's production dataset, validated like a field capture."""
+
+    base_queryset = FailureRecord.objects.select_related("deployment")
+    serializer_class = RecordingSerializer
+    # Whoever uploads field recordings; customers see records but do not add data.
+    read_roles = frozenset({Role.MANAGER, Role.FIELD})
+    write_roles = frozenset({Role.MANAGER, Role.FIELD})
+
+    def get_queryset(self) -> Any:
+        # The record's own organization only (the recording is stored in it): customers
+        # read their deployments' records but never add data to them.
+        membership = membership_of(self.request.user)
+        qs = super().get_queryset()
+        return qs.filter(organization_id=membership.organization_id) if membership else qs.none()
+
+    @extend_schema(responses=RecordingSerializer(many=True))
+    @action(detail=True, methods=["get"], url_path="recordings", url_name="recordings")
+    def list_recordings(self, request: Request, pk: str | None = None) -> Response:
+        record = self.get_object()
+        episodes = Episode.objects.filter(failure_record=record, failure_record__isnull=False)
+        recordings = Recording.objects.filter(episode__in=episodes).order_by("-created_at")
+        return Response(RecordingSerializer(recordings, many=True).data)
+
+    @extend_schema(
+        request=UploadStartSerializer, responses={201: UploadSerializer, 200: RecordingSerializer}
+    )
+    @list_recordings.mapping.post
+    def start_upload(self, request: Request, pk: str | None = None) -> Response:
+        record = self.get_object()
+        payload = UploadStartSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        if data["kind"] != TaskRecording.Kind.EPISODE:
             return Response(
-                {"recording": RecordingSerializer(result).data}, status=status.HTTP_200_OK
+                {"detail": "kind: an intervention's recording is an episode, not a calibration"},
+                status=status.HTTP_400_BAD_REQUEST,
             )
-        return Response(UploadSerializer(result).data, status=status.HTTP_201_CREATED)
+        context = {
+            "failure_record_id": record.pk,
+            "kind": data["kind"],
+            "embodiment_id": record.deployment.embodiment_id,
+        }
+
+        def stored(recording: Recording) -> None:
+            recordings.upload_stored(recording=recording, context=context, actor=request.user)
+
+        return _start_upload(request, data=data, context=context, stored=stored)
 
 
 class RecordingUploadViewSet(

@@ -8,9 +8,14 @@ from analytics.apis import (
     RoundImpactViewSet,
     RoundPlanningViewSet,
 )
+from analytics.production_apis import ProductionEventViewSet
 from campaigns.apis import CampaignViewSet, CollectionTaskViewSet, FieldTeamViewSet, TargetViewSet
 from campaigns.field.apis import FieldPhotoViewSet, FieldRecordViewSet, FieldTaskViewSet
-from campaigns.recording_apis import CollectionTaskRecordings, RecordingUploadViewSet
+from campaigns.recording_apis import (
+    CollectionTaskRecordings,
+    FailureRecordRecordings,
+    RecordingUploadViewSet,
+)
 from labeling.apis import DatasetViewSet, EpisodeViewSet, InventoryImportViewSet
 from labeling.exports.apis import DatasetExportViewSet
 from labeling.labels.apis import (
@@ -59,8 +64,10 @@ router.register("field/photos", FieldPhotoViewSet, basename="field-photo")
 router.register("gap-reports", GapReportViewSet, basename="gap-report")
 router.register("collection-tasks", CollectionTaskRecordings, basename="task-recordings")
 router.register("recording-uploads", RecordingUploadViewSet, basename="recording-upload")
+router.register("failure-records", FailureRecordRecordings, basename="failure-record-recordings")
 router.register("policy-versions", PolicyVersionViewSet, basename="policy-version")
 router.register("evaluations", EvaluationRunViewSet, basename="evaluation")
 router.register("round-impacts", RoundImpactViewSet, basename="round-impact")
+router.register("production/events", ProductionEventViewSet, basename="production-event")
 
 urlpatterns = router.urls

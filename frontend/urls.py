@@ -8,6 +8,8 @@ from frontend.views import (
     inventory,
     label,
     planner,
+    production,
+    reliability,
     rounds,
     steering,
     world,
@@ -20,6 +22,11 @@ planner_urls = (
         path("campaigns/<int:pk>/", planner.CampaignDetail.as_view(), name="campaign"),
         path("deployments/", planner.DeploymentList.as_view(), name="deployments"),
         path("deployments/<int:pk>/", planner.DeploymentDetail.as_view(), name="deployment"),
+        path(
+            "deployments/<int:pk>/reliability/",
+            reliability.DeploymentReliability.as_view(),
+            name="deployment-reliability",
+        ),
         path("sites/", planner.SiteList.as_view(), name="sites"),
         path("sites/<int:pk>/", planner.SiteDetail.as_view(), name="site"),
         path("embodiments/", planner.EmbodimentList.as_view(), name="embodiments"),
@@ -29,6 +36,16 @@ planner_urls = (
         path("sites/<int:pk>/edit/", world.SiteEdit.as_view(), name="site-edit"),
         path("deployments/new/", world.DeploymentCreate.as_view(), name="deployment-create"),
         path("deployments/<int:pk>/edit/", world.DeploymentEdit.as_view(), name="deployment-edit"),
+        path(
+            "deployments/<int:pk>/production/",
+            production.DeploymentProduction.as_view(),
+            name="deployment-production",
+        ),
+        path(
+            "deployments/<int:pk>/production/job/",
+            production.DeploymentProductionProgress.as_view(),
+            name="deployment-production-job",
+        ),
         path("embodiments/new/", world.EmbodimentCreate.as_view(), name="embodiment-create"),
         path("embodiments/<int:pk>/edit/", world.EmbodimentEdit.as_view(), name="embodiment-edit"),
         path(

@@ -300,6 +300,7 @@ class EpisodeSerializer(serializers.ModelSerializer):
             "failure_mode",
             "storage_uri",
             "provenance",
+            "failure_record",
             "sync_status",
             "label_status",
             "validated",

@@ -19,7 +19,15 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Value
 from django.db.models.functions import Now
 
 from accounts.models import Membership, Organization, Role, TenantQuerySet
-from sites.models import ConditionSet, Embodiment, FailureMode, Site, Task
+from sites.models import (
+    ConditionSet,
+    Deployment,
+    Embodiment,
+    FailureMode,
+    FailureRecord,
+    Site,
+    Task,
+)
 
 
 class DatasetQuerySet(TenantQuerySet):
@@ -31,6 +39,7 @@ class Dataset(models.Model):
         IMPORTED = "imported", "Imported inventory"
         CAPTURED = "captured", "Captured in a collection round"
         EXPORTED = "exported", "Export target"
+        PRODUCTION = "production", "Interventions recorded in production"
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     slug = models.SlugField(max_length=100)
@@ -46,6 +55,15 @@ class Dataset(models.Model):
         help_text="Default embodiment of its episodes.",
     )
     fps = models.FloatField(null=True, blank=True)
+    # Set on a deployment's production dataset only (labeling.production): one per deployment.
+    deployment = models.OneToOneField(
+        Deployment,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="production_dataset",
+        help_text="The deployment whose interventions this dataset holds (production datasets).",
+    )
     format_version = models.CharField(max_length=32, blank=True, help_text="e.g. LeRobot v3.0")
     metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -80,6 +98,7 @@ class Episode(models.Model):
     class Provenance(models.TextChoices):
         IMPORTED = "imported", "Imported"
         CAPTURED = "captured", "Captured by a collection task"
+        PRODUCTION = "production", "Recorded by a deployed robot (an intervention)"
 
     class SyncStatus(models.TextChoices):
         UNKNOWN = "unknown", "Not validated"
@@ -174,6 +193,20 @@ class Episode(models.Model):
         db_constraint=False,
     )
     storage_uri = models.CharField(max_length=500, blank=True)
+    # The intervention a production episode records (labeling.production). No B-tree index
+    # for the bulk loads' sake (see above) but the partial unique one, which only holds the
+    # few rows that have a record. Unset in the database too when the record goes, also when
+    # the production ingest deletes it in SQL (a trigger of migration 0009, not a foreign key
+    # constraint: that would cost a check per row of every COPY).
+    failure_record = models.ForeignKey(
+        FailureRecord,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="episodes",
+        db_index=False,
+        db_constraint=False,
+    )
     # Database defaults too (``db_default``): a bulk COPY leaves these columns out.
     provenance = models.CharField(
         max_length=16,
@@ -223,6 +256,11 @@ class Episode(models.Model):
                 name="episode_outcome_valid",
                 condition=Q(outcome__in=["success", "failure", "unknown"]),
             ),
+            models.UniqueConstraint(
+                fields=["failure_record"],
+                condition=Q(failure_record__isnull=False),
+                name="episode_failure_record_unique",
+            ),
         ]
         indexes = [
             BrinIndex(fields=["organization"], name="episode_org_brin", autosummarize=True),
@@ -230,6 +268,74 @@ class Episode(models.Model):
 
     def __str__(self) -> str:
         return f"{self.dataset.slug}#{self.key}"
+
+
+class CoverageCount(models.Model):
+    """Countable episodes per (organization, dataset, embodiment, task, condition set).
+
+    Maintained by PostgreSQL, not by Django: statement-level triggers on ``labeling_episode``
+    (migration 0008) add each statement's delta, so every writer (COPY imports, capture,
+    label review, deletes and cascades) keeps it current and a gap report reads thousands of
+    these rows instead of grouping millions of episodes. Only countable episodes are in it
+    (:meth:`EpisodeQuerySet.countable` with a condition set). The grain answers every
+    training-coverage read exactly: a task or all tasks, all datasets or a policy's.
+    ``python manage.py coverage_check`` compares it with a fresh ``GROUP BY``.
+    """
+
+    # Plain integer columns to the database (no constraint, no cascade): rows come and go
+    # with their episodes, through the triggers.
+    organization = models.ForeignKey(
+        Organization,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+    dataset = models.ForeignKey(
+        Dataset,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+    embodiment = models.ForeignKey(
+        Embodiment,
+        null=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+    task = models.ForeignKey(
+        Task,
+        null=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+    condition_set = models.ForeignKey(
+        ConditionSet,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_index=False,
+        db_constraint=False,
+    )
+    episodes = models.BigIntegerField(help_text="SUM(episode_count) of the countable rows.")
+    rows = models.BigIntegerField(help_text="Countable episode rows; the row goes at zero.")
+
+    class Meta:
+        constraints = [
+            # Reads filter by organization then task: the key's order serves them.
+            models.UniqueConstraint(
+                fields=["organization", "task", "embodiment", "condition_set", "dataset"],
+                name="coverage_count_key",
+                nulls_distinct=False,
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.condition_set_id}/{self.embodiment_id}: {self.episodes}"
 
 
 class InventoryImportQuerySet(TenantQuerySet):

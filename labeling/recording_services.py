@@ -22,8 +22,9 @@ from django.utils import timezone
 from accounts.models import Organization
 from accounts.services import JobFailed, job_create, job_running
 from labeling.models import Episode, Recording, RecordingUpload
+from labeling.production import failure_record_recording_attach
 from labeling.selectors import capture_spec_for
-from sites.models import Embodiment
+from sites.models import Embodiment, FailureRecord
 
 MAX_RECORDING_BYTES = 50 * 1024**3
 # One PUT of an upload: a tablet on a poor link resends whole chunks, and a worker holds no
@@ -257,10 +258,34 @@ def _finish(upload: RecordingUpload, actor: Any) -> Recording:
         RecordingUpload.objects.filter(pk=upload.pk).update(recording=recording)
         if created:
             shutil.move(upload.path, target)
+            upload_stored(recording=recording, context=context, actor=actor)
             recording_validate_request(recording=recording, actor=actor)
         else:
             Path(upload.path).unlink(missing_ok=True)
+            upload_stored(recording=recording, context=context, actor=actor)
     return recording
+
+
+def upload_stored(*, recording: Recording, context: dict[str, Any], actor: Any = None) -> None:
+    """Hand a stored recording to what it was uploaded for (the upload's ``context``).
+
+    Runs before its validation is queued, so the verdict lands on the episode made here. A
+    collection task's recording needs nothing here (its episode is named in the context, or
+    its takes are cut when the upload answers); a failure record's (``failure_record_id``)
+    becomes the episode of its deployment's production dataset (:mod:`labeling.production`).
+    Idempotent: also run when the same content was stored by another upload.
+    """
+    record_id = context.get("failure_record_id")
+    if record_id:
+        recording.refresh_from_db()
+        record = FailureRecord.objects.filter(
+            pk=record_id, organization_id=recording.organization_id
+        ).first()
+        if record is None:  # a retracted intervention leaves the recording stored
+            return
+        _, linked = failure_record_recording_attach(record=record, recording=recording, actor=actor)
+        if linked and recording.status in (Recording.Status.PASSED, Recording.Status.FAILED):
+            recording_verdict_apply(recording=recording)  # its content was validated before
 
 
 def recording_uploads_purge(*, now: Any = None) -> int:

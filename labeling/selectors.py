@@ -16,7 +16,7 @@ from django.db.models import Count, QuerySet, Sum
 
 from labeling.capture.spec import CaptureSpec
 from labeling.capture.streams import StreamMap
-from labeling.models import Dataset
+from labeling.models import Dataset, Episode
 from sites.models import Embodiment, Site
 
 
@@ -157,6 +157,75 @@ def datasets_with_totals(queryset: QuerySet[Dataset]) -> QuerySet[Dataset]:
         n_episodes=Sum("episodes__episode_count"),
         n_frames=Sum("episodes__frames"),
     )
+
+
+# --- maintained coverage counts --------------------------------------------------------
+
+COVERAGE_KEY = ("organization_id", "dataset_id", "embodiment_id", "task_id", "condition_set_id")
+CoverageKey = tuple[int, int, int | None, int | None, int]
+
+
+@dataclass(frozen=True)
+class CoverageDifference:
+    """A key whose maintained count differs from the episodes' (0, 0 where one has no row)."""
+
+    key: CoverageKey
+    maintained: tuple[int, int]  # (episodes, rows)
+    actual: tuple[int, int]
+
+    def __str__(self) -> str:
+        org, dataset, embodiment, task, condition_set = self.key
+        return (
+            f"organization {org} dataset {dataset} embodiment {embodiment} task {task} "
+            f"condition set {condition_set}: maintained {self.maintained[0]} episodes in "
+            f"{self.maintained[1]} rows, GROUP BY {self.actual[0]} in {self.actual[1]}"
+        )
+
+
+def coverage_grouped(*, organization_id: int | None = None) -> QuerySet[Episode, tuple[Any, ...]]:
+    """Countable episodes and rows per coverage key, by a GROUP BY over the episodes."""
+    episodes = Episode.objects.countable().filter(condition_set__isnull=False)
+    if organization_id is not None:
+        episodes = episodes.filter(organization_id=organization_id)
+    return (
+        episodes.order_by()
+        .values_list(*COVERAGE_KEY)
+        .annotate(n_episodes=Sum("episode_count"), n_rows=Count("id"))
+    )
+
+
+def coverage_differences(*, organization_id: int | None = None) -> list[CoverageDifference]:
+    """Compare the maintained coverage counts with a fresh GROUP BY; return every difference.
+
+    One statement reads both sides (one snapshot), so concurrent writes cannot show up as a
+    difference. Costs a scan of the organization's episodes (all of them without one).
+    """
+    grouped, params = coverage_grouped(organization_id=organization_id).query.sql_with_params()
+    keys = ", ".join(COVERAGE_KEY)
+    # NULL embodiment/task ids join as 0 (ids start at 1).
+    on = " AND ".join(f"COALESCE(g.{k}, 0) = COALESCE(c.{k}, 0)" for k in COVERAGE_KEY)
+    picked = ", ".join(f"COALESCE(g.{k}, c.{k})" for k in COVERAGE_KEY)
+    scope = "WHERE organization_id = %s" if organization_id is not None else ""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT {picked}, COALESCE(c.episodes, 0), COALESCE(c.rows, 0),
+                   COALESCE(g.episodes, 0), COALESCE(g.n, 0)
+            FROM ({grouped}) AS g ({keys}, episodes, n)
+            FULL JOIN (SELECT * FROM labeling_coveragecount {scope}) c ON {on}
+            WHERE c.id IS NULL OR g.n IS NULL OR c.episodes <> g.episodes OR c.rows <> g.n
+            ORDER BY 1, 2, 3 NULLS FIRST, 4 NULLS FIRST, 5
+            """,
+            [*params, *([organization_id] if organization_id is not None else [])],
+        )
+        return [
+            CoverageDifference(
+                key=tuple(r[:5]),  # type: ignore[arg-type]
+                maintained=(int(r[5]), int(r[6])),
+                actual=(int(r[7]), int(r[8])),
+            )
+            for r in cursor.fetchall()
+        ]
 
 
 # --- what the Django-free capture code reads of an embodiment ---------------------------

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.text import get_valid_filename
 
@@ -27,6 +27,7 @@ from labeling.importers.mapping import parse_pairs
 from labeling.importers.runner import ImportRequest, run_import
 from labeling.importers.sources import FORMATS, detect_format
 from labeling.models import InventoryImport
+from labeling.selectors import COVERAGE_KEY, coverage_grouped
 
 TASK_NAME = "labeling.tasks.inventory_import"
 
@@ -225,3 +226,26 @@ def inventory_upload_store(*, upload: UploadedFile) -> Path:
         for chunk in upload.chunks():
             out.write(chunk)
     return target
+
+
+@transaction.atomic
+def coverage_rebuild(*, organization_id: int | None = None) -> int:
+    """Recount the maintained coverage counts from the episodes; return the keys written.
+
+    Locks the episode table against writes (SHARE) for the length of the rebuild, so no
+    statement's delta falls between the delete and the recount.
+    """
+    grouped, params = coverage_grouped(organization_id=organization_id).query.sql_with_params()
+    keys = ", ".join(COVERAGE_KEY)
+    with connection.cursor() as cursor:
+        cursor.execute("LOCK TABLE labeling_episode IN SHARE MODE")
+        if organization_id is None:
+            cursor.execute("DELETE FROM labeling_coveragecount")
+        else:
+            cursor.execute(
+                "DELETE FROM labeling_coveragecount WHERE organization_id = %s", [organization_id]
+            )
+        cursor.execute(
+            f"INSERT INTO labeling_coveragecount ({keys}, episodes, rows) {grouped}", params
+        )
+        return cursor.rowcount

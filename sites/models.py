@@ -508,15 +508,22 @@ class ConditionShare(models.Model):
 
 
 class ProductionLog(models.Model):
-    """Logged production cycles of a deployment on one day under one condition set."""
+    """Production cycles of a deployment on one (site-local) day under one condition set and
+    policy version: the fleet's cycle events, counted on arrival (see ProductionEvent)."""
 
     deployment = models.ForeignKey(
         Deployment, on_delete=models.CASCADE, related_name="production_logs"
     )
     condition_set = models.ForeignKey(ConditionSet, on_delete=models.PROTECT, related_name="+")
     day = models.DateField()
+    # The policy version's slug ('' when the fleet did not say): a slug, not a key, because
+    # policy versions live in ``analytics``, above this app.
+    policy = models.SlugField(max_length=64, blank=True, default="")
     cycles = models.PositiveIntegerField()
     failures = models.PositiveIntegerField(default=0)
+    # Sum and count of the cycles that carried a duration (their mean is the cycle time).
+    duration_seconds = models.FloatField(default=0.0)
+    timed_cycles = models.PositiveIntegerField(default=0)
 
     objects = DeploymentChildQuerySet.as_manager()
 
@@ -525,10 +532,17 @@ class ProductionLog(models.Model):
         indexes = [models.Index(fields=["deployment", "day"], name="production_log_day_idx")]
         constraints = [
             models.UniqueConstraint(
-                fields=["deployment", "condition_set", "day"], name="production_log_unique"
+                fields=["deployment", "condition_set", "day", "policy"],
+                name="production_log_unique",
             ),
             models.CheckConstraint(
                 name="production_log_failures_le_cycles", condition=Q(failures__lte=F("cycles"))
+            ),
+            models.CheckConstraint(
+                name="production_log_timed_le_cycles", condition=Q(timed_cycles__lte=F("cycles"))
+            ),
+            models.CheckConstraint(
+                name="production_log_duration_nonnegative", condition=Q(duration_seconds__gte=0)
             ),
         ]
 
@@ -607,6 +621,11 @@ class FailureMode(models.Model):
         return self.code.count(".") + 1
 
 
+class Intervener(models.TextChoices):
+    HARNESS = "harness", "The classical harness"
+    PERSON = "person", "A person"
+
+
 class FailureRecord(models.Model):
     """An observed failure or intervention at a deployment, with its conditions."""
 
@@ -620,6 +639,20 @@ class FailureRecord(models.Model):
     )
     occurred_at = models.DateTimeField()
     intervention = models.BooleanField(default=True, help_text="A human had to step in.")
+    intervened_by = models.CharField(
+        max_length=12,
+        choices=Intervener.choices,
+        default=Intervener.PERSON,
+        help_text="Who or what stepped in: the classical harness or a person.",
+    )
+    policy = models.SlugField(
+        max_length=64, blank=True, default="", help_text="The policy version's slug, if said."
+    )
+    recording_ref = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="Where the robot's recording of it is (a URI or an upload id), if any.",
+    )
     external_id = models.CharField(max_length=100, blank=True)
     notes = models.TextField(blank=True)
     created_by = models.ForeignKey(
@@ -641,3 +674,53 @@ class FailureRecord(models.Model):
 
     def __str__(self) -> str:
         return f"{self.failure_mode} at {self.deployment} ({self.occurred_at:%Y-%m-%d})"
+
+
+class ProductionEvent(models.Model):
+    """One production event as the fleet sent it: the ledger that makes ingest idempotent.
+
+    Cycles are counted into :class:`ProductionLog` on arrival and interventions kept as
+    :class:`FailureRecord`; the ledger keeps each event's id and the digest of its body (a
+    replay gets the original answer, another body under the same id is a conflict) and what it
+    counted, so a retraction or correction takes exactly that back out.
+    """
+
+    class Kind(models.TextChoices):
+        CYCLE = "cycle", "Production cycle"
+        INTERVENTION = "intervention", "Intervention"
+
+    id = models.BigAutoField(primary_key=True)
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="+")
+    event_id = models.CharField(max_length=100)
+    kind = models.CharField(max_length=12, choices=Kind.choices)
+    digest = models.CharField(max_length=32, help_text="MD5 of the event's canonical body.")
+    occurred_at = models.DateTimeField()
+    day = models.DateField(help_text="The site-local day the event counts on.")
+    condition_set = models.ForeignKey(
+        ConditionSet, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    policy = models.SlugField(max_length=64, blank=True, default="")
+    failed = models.BooleanField(default=False)
+    duration_seconds = models.FloatField(null=True, blank=True)
+    failure_record = models.OneToOneField(
+        FailureRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="event"
+    )
+    retracted = models.BooleanField(default=False)
+    received_at = models.DateTimeField(db_default=models.functions.Now())
+
+    objects = DeploymentChildQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["deployment", "occurred_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["deployment", "event_id"], name="production_event_id_unique"
+            ),
+            models.CheckConstraint(
+                name="production_event_duration_nonnegative",
+                condition=Q(duration_seconds__isnull=True) | Q(duration_seconds__gte=0),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.deployment} {self.kind} {self.event_id}"

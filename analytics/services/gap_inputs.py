@@ -1,7 +1,8 @@
 """Build the gap engine's inputs from the database with SQL aggregation.
 
-Every count here is a GROUP BY in PostgreSQL over narrow integer columns; the only Python
-loops run over distinct condition sets (thousands), never over episodes (millions).
+Every count here is a GROUP BY in PostgreSQL over narrow integer columns (training coverage
+over the maintained per-cell counts, not the episodes); the only Python loops run over
+distinct condition sets (thousands), never over episodes (millions).
 """
 
 from __future__ import annotations
@@ -186,6 +187,7 @@ def deployment_target(*, deployment: Deployment, space: DimensionSpace) -> Deplo
                 continue
             shares[key] = shares.get(key, 0.0) + cycles
         known = total - unknown_mass
+        notes.append(f"the last {PRODUCTION_WINDOW_DAYS} logged days")
         if known > 0:
             if unknown_mass:
                 notes.append(
@@ -240,8 +242,22 @@ def _survey_target(
 
 
 # The condition values come back with each group (a join on a few thousand groups), which
-# saves a second round trip to look the condition sets up.
+# saves a second round trip to look the condition sets up. Training coverage is read from
+# the counts the database maintains per (dataset, embodiment, task, condition set) as
+# episodes change (labeling.models.CoverageCount): its cost follows the cells, not the
+# episodes. TRAINING_SQL_SCAN is the same numbers by a GROUP BY over every episode (the
+# benchmark's and the tests' reference).
 TRAINING_SQL = """
+    SELECT t.embodiment_id, t.condition_set_id, t.episodes, cs.value_ids
+    FROM (
+        SELECT embodiment_id, condition_set_id, SUM(episodes)::bigint AS episodes
+        FROM labeling_coveragecount
+        WHERE organization_id = %s AND (task_id = %s OR task_id IS NULL)
+        GROUP BY embodiment_id, condition_set_id
+    ) t
+    JOIN sites_conditionset cs ON cs.id = t.condition_set_id
+"""
+TRAINING_SQL_SCAN = """
     SELECT t.embodiment_id, t.condition_set_id, t.episodes, cs.value_ids
     FROM (
         SELECT embodiment_id, condition_set_id, SUM(episode_count) AS episodes
@@ -255,7 +271,7 @@ TRAINING_SQL = """
 
 
 def _training_rows(organization_id: int, task_id: int | None) -> list[tuple[Any, ...]]:
-    """Training coverage: one GROUP BY over the episode table (index-only on the covering index)."""
+    """Training coverage per (embodiment, condition set), from the maintained counts."""
     with connection.cursor() as cursor:
         cursor.execute(TRAINING_SQL, [organization_id, task_id])
         return cursor.fetchall()

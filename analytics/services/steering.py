@@ -53,14 +53,17 @@ def _project(space: DimensionSpace, rows: list[tuple[int, float]]) -> dict[Key, 
 def train_counts(
     *, campaign: Campaign, space: DimensionSpace, dataset_ids: list[int] | None = None
 ) -> dict[Key, float]:
-    """Transfer-weighted training episodes per cell (in the given datasets, else all countable)."""
+    """Transfer-weighted training episodes per cell (in the given datasets, else all countable).
+
+    Reads the counts the database maintains per (dataset, embodiment, task, condition set),
+    which hold only countable episodes (labeling.models.CoverageCount).
+    """
     own = list(campaign.embodiments.values_list("pk", flat=True))
     sql = """
         SELECT condition_set_id,
-               SUM(episode_count * CASE WHEN embodiment_id = ANY(%s) THEN 1.0 ELSE %s END)
-        FROM labeling_episode
-        WHERE organization_id = %s AND validated AND label_status <> 'rejected'
-          AND condition_set_id IS NOT NULL AND (task_id = %s OR task_id IS NULL)
+               SUM(episodes * CASE WHEN embodiment_id = ANY(%s) THEN 1.0 ELSE %s END)
+        FROM labeling_coveragecount
+        WHERE organization_id = %s AND (task_id = %s OR task_id IS NULL)
     """
     params: list[Any] = [own, campaign.transfer_weight, campaign.organization_id, campaign.task_id]
     if dataset_ids is not None:
@@ -424,11 +427,20 @@ def next_round_recommendation(
     budget: float | None = None,
     report: GapReport | None = None,
     seed: int = 0,
+    production_shifts: bool = True,
 ) -> dict[str, Any]:
     """Recommend episodes per cell for the next round from the latest gap report, with economics.
 
     Without a ``budget`` it recommends for the episodes the campaign has left after its
     rounds (all but the newest one still being planned), and says so.
+
+    With ``production_shifts`` the change detector's flags on the campaign's deployments
+    (:func:`analytics.selectors_reliability.campaign_shift_adjustment`) feed in: a cell where
+    a flagged rise is concentrated gets its failure-rate estimate raised by the rise (its
+    recent rate of the flagged failures minus its baseline rate, where at least two fell in
+    it; the largest over overlapping flags; averaged over deployments by recent cycles), so
+    it is worth more episodes; each flag that moved a cell is a note, and the cell's
+    rationale says by how much.
 
     Returns the recommendation (exploration: an upper-confidence bound on each cell's
     learning-curve amplitude, so thinly evaluated cells get the benefit of the doubt), the
@@ -437,6 +449,7 @@ def next_round_recommendation(
     from analytics.curves import LearningCurve
     from analytics.gap import gap_curves
     from analytics.models import GapCell
+    from analytics.selectors_reliability import campaign_shift_adjustment
     from analytics.steering.economics import project_campaign
     from analytics.steering.recommend import CellInput, recommend
     from campaigns.selectors import campaign_remaining
@@ -507,7 +520,23 @@ def next_round_recommendation(
         for r in rows
     ]
     cycles = float(report.summary.get("cycles_per_day", 0.0))
-    rec = recommend(cells, budget, cycles, seed=seed, curves=all_curves.subset(targeted))
+    shifts = (
+        campaign_shift_adjustment(
+            campaign=campaign,
+            cells=[list(r["value_ids"]) for r in rows],
+            labels=[r["label"] for r in rows],
+        )
+        if production_shifts
+        else None
+    )
+    rec = recommend(
+        cells,
+        budget,
+        cycles,
+        seed=seed,
+        curves=all_curves.subset(targeted),
+        extra_failure_rate=shifts.extra if shifts is not None and shifts.any else None,
+    )
     projection = project_campaign(
         rec.curves,
         train_count=[c.train_count for c in cells],
@@ -519,14 +548,15 @@ def next_round_recommendation(
         first_round=rec.episodes,
     )
     by_id = {str(r["rank"]): r for r in rows}
-    rationale = {a.id: a.rationale for a in rec.allocations}
+    shift_notes = shifts.cell_notes if shifts is not None else {}
+    rationale = {a.id: a.rationale + shift_notes.get(i, "") for i, a in enumerate(rec.allocations)}
     allocations = [
         {
             "label": by_id[a.id]["label"],
             "value_ids": by_id[a.id]["value_ids"],
             "episodes": a.episodes,
             "avoided": a.expected_interventions_avoided_per_day,
-            "rationale": a.rationale,
+            "rationale": rationale[a.id],
             "failure_now": a.failure_rate_now,
             "failure_after": a.failure_rate_after,
         }
@@ -543,6 +573,8 @@ def next_round_recommendation(
         "before": rec.interventions_per_day_before,
         "after": rec.interventions_per_day_after,
         "allocations": allocations,
+        "notes": shifts.notes if shifts is not None else [],
+        "shift_flags": shifts.flags if shifts is not None else [],
         "projection": {
             "sentences": p.sentences(),
             "rounds_to_target": p.rounds_to_target,

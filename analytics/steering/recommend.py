@@ -324,14 +324,20 @@ def recommend(
     seed: int = 0,
     exploration: Exploration | None = None,
     curves: CurveSet | None = None,
+    extra_failure_rate: npt.ArrayLike | None = None,
 ) -> Recommendation:
     """Recommend whole episodes per cell for the next round, within ``budget``.
 
     ``curves`` is a curve set refitted on the full evaluation history (see
     :func:`analytics.learning.fit_curve_set`); without it one is fitted from the
-    cells' current evaluations. The result is deterministic for a given ``seed`` (only
+    cells' current evaluations. ``extra_failure_rate`` (failures per cycle, one per cell,
+    >= 0) is failure seen in production beyond what the evaluations show, e.g. a flagged rise
+    (:mod:`analytics.reliability`): it is added to the cell's current rate by scaling the
+    cell's curve amplitude, so the extra failures are assumed to fall with training data like
+    the rest of the cell's. The result is deterministic for a given ``seed`` (only
     Thompson sampling uses it). Raises RecommendationInputError on invalid cells, budget or
-    cycles, or when ``curves`` covers a different number of cells.
+    cycles, an extra rate of the wrong length or sign, or when ``curves`` covers a different
+    number of cells.
     """
     _check_cells(cells, budget, cycles_per_day)
     how = exploration if exploration is not None else Exploration()
@@ -349,6 +355,10 @@ def recommend(
         )
     weight = cycles_per_day * p
     rank_amp = ranking_amplitude(curves, how, seed)
+    if extra_failure_rate is not None:
+        scale = _amplitude_scale(curves, n, extra_failure_rate)
+        curves = dataclasses.replace(curves, amplitude=curves.amplitude * scale)
+        rank_amp = rank_amp * scale
     episodes = waterfill(weight * rank_amp, n, cost, curves.b, budget)
 
     rate_now = curves.rate(n)
@@ -400,6 +410,19 @@ def recommend(
         planner_failure_rates=curves.rate(n, rank_amp),
         notes=notes,
     )
+
+
+def _amplitude_scale(curves: CurveSet, n: FloatArray, extra: npt.ArrayLike) -> FloatArray:
+    """The amplitude multiplier that adds ``extra`` to each cell's current failure rate."""
+    add = np.asarray(extra, dtype=np.float64)
+    if add.shape != n.shape or not np.all(np.isfinite(add)) or np.any(add < 0):
+        raise RecommendationInputError(
+            f"extra_failure_rate must be {n.size} finite rates >= 0, one per cell"
+        )
+    learnable = curves.amplitude * np.power(n + 1.0, -curves.b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.where(add > 0, (learnable + add) / np.maximum(learnable, 1e-12), 1.0)
+    return np.asarray(scale, dtype=np.float64)
 
 
 def _rationale(

@@ -94,7 +94,10 @@ class LabelQueue(MemberView, TemplateView):
         if self.membership.role == Role.MANAGER:
             without_job = list(
                 Dataset.objects.visible_to(user)
-                .filter(source=Dataset.Source.CAPTURED, label_job__isnull=True)
+                .filter(
+                    source__in=(Dataset.Source.CAPTURED, Dataset.Source.PRODUCTION),
+                    label_job__isnull=True,
+                )
                 .annotate(n_episodes=Count("episodes"))
                 .order_by("-updated_at")[:50]
             )

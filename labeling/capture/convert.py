@@ -48,7 +48,7 @@ from .images import ImageDecodeError, image_decoder_for
 from .messages import CaptureReadError, Channel
 from .reader import Recording
 from .streams import Resolved, StreamMap, StreamMappingError, TopicSummary, resolve
-from .video import CODECS, ImageStats, VideoEncoder, VideoError, VideoInfo
+from .video import CODECS, ImageStats, VideoEncoder, VideoError, VideoHung, VideoInfo
 
 Progress = Callable[[int, int], None]
 
@@ -288,6 +288,10 @@ def _ranges(pairs: list[tuple[int, int]]) -> list[list[int]]:
     return [[a, b] for a, b in pairs[:_MAX_LISTED_RANGES]]
 
 
+HUNG_ATTEMPTS = 2
+"""Conversions tried when the video encoder hangs (:class:`VideoHung`) before giving up."""
+
+
 def convert_recording(
     paths: Sequence[Path | str],
     stream_map: StreamMap,
@@ -301,8 +305,30 @@ def convert_recording(
 
     ``window`` (capture times in ns, the recording's clock) keeps one take of a longer
     recording. ``outdir`` appears only when the conversion succeeded (it is replaced if it
-    exists). Raises ConversionError with the problems (file, topic, time) on bad input.
+    exists). Raises ConversionError with the problems (file, topic, time) on bad input;
+    converts again when the encoder hangs, and raises VideoHung after
+    :data:`HUNG_ATTEMPTS` hangs (a job fails and is retried, nothing is stored as bad).
     """
+    for attempt in range(1, HUNG_ATTEMPTS + 1):
+        try:
+            return _convert_once(
+                paths, stream_map, outdir, codec=codec, progress=progress, window=window
+            )
+        except VideoHung:
+            if attempt == HUNG_ATTEMPTS:
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _convert_once(
+    paths: Sequence[Path | str],
+    stream_map: StreamMap,
+    outdir: Path,
+    *,
+    codec: str,
+    progress: Progress | None,
+    window: tuple[int, int] | None,
+) -> ConversionResult:
     if codec not in CODECS:
         raise ConversionError([f"unknown codec {codec!r} (one of {', '.join(CODECS)})"])
     outdir = Path(outdir)
@@ -574,6 +600,8 @@ def _write_bundles(
             del encoders[(s, name)]
     except CaptureReadError as exc:
         raise ConversionError([str(exc)]) from None
+    except VideoHung:
+        raise  # not the recording's fault: the caller converts it again
     except VideoError as exc:
         raise ConversionError([str(exc)]) from None
     finally:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -61,6 +62,17 @@ _COLOR_RANGE_LIMITED = 1  # AVCOL_RANGE_MPEG
 
 class VideoError(Exception):
     """A video file cannot be written or read as required; the message names the file."""
+
+
+class VideoHung(VideoError):
+    """The encoder did not finish flushing in time (SVT-AV1 3.1 and later can hang there,
+    AOMediaCodec/SVT-AV1 issues 2300 and 2311): nothing is wrong with the input, so the
+    work is worth doing again rather than recording as a failure."""
+
+
+FLUSH_TIMEOUT_S = 120.0
+"""How long flushing one video may take before the encoder counts as hung (flushing drains
+the encoder's look-ahead: milliseconds for the short clips of an episode)."""
 
 
 @dataclass(frozen=True)
@@ -179,6 +191,7 @@ class VideoEncoder:
         self._packets = 0
         self._info: VideoInfo | None = None
         self._closed = False
+        self._hung = False
         self._reformatter = VideoReformatter()
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -265,8 +278,14 @@ class VideoEncoder:
             self.abort()
             raise VideoError(f"{self.path}: no frames were written")
         try:
-            self._mux(self._stream.encode(None))
+            self._mux(self._flush())
             self._container.close()
+        except VideoHung:
+            # The encoder's threads are stuck inside the codec: leave its context alone
+            # (closing it would wait on them too) and give up on this file.
+            self._closed = self._hung = True
+            self._temp.unlink(missing_ok=True)
+            raise
         except av.FFmpegError as exc:
             self.abort()
             raise VideoError(f"{self.path}: {self.codec} failed while flushing: {exc}") from exc
@@ -289,9 +308,35 @@ class VideoEncoder:
         )
         return self._info
 
+    def _flush(self) -> list[av.Packet]:
+        """Drain the encoder, giving up after :data:`FLUSH_TIMEOUT_S` (raises VideoHung).
+
+        The flush runs in a helper thread (PyAV releases the GIL inside the codec) so a hung
+        codec cannot hang the caller; a helper stuck for good is a daemon thread.
+        """
+        outcome: dict[str, Any] = {}
+
+        def drain() -> None:
+            try:
+                outcome["packets"] = self._stream.encode(None)
+            except BaseException as exc:  # handed to the caller below
+                outcome["error"] = exc
+
+        helper = threading.Thread(target=drain, name=f"flush {self.path.name}", daemon=True)
+        helper.start()
+        helper.join(FLUSH_TIMEOUT_S)
+        if helper.is_alive():
+            raise VideoHung(
+                f"{self.path}: {self.codec} did not finish flushing within "
+                f"{FLUSH_TIMEOUT_S:.0f} s (a known encoder hang); convert it again"
+            )
+        if "error" in outcome:
+            raise outcome["error"]
+        return cast(list[av.Packet], outcome["packets"])
+
     def abort(self) -> None:
         """Stop encoding and remove the partial file; ``path`` is left as it was."""
-        if self._info is not None:
+        if self._info is not None or self._hung:
             return
         self._closed = True
         self._discard()

@@ -187,3 +187,34 @@ def test_the_recommendation_and_the_gap_report_agree_about_every_cell(world_a):
     for row in allocated:
         cell = cells[tuple(row["value_ids"])]
         assert row["failure_now"] == pytest.approx(cell.failure_rate, rel=1e-9)
+
+
+def test_a_flagged_production_shift_moves_episodes_to_the_flagged_cell_and_says_why(world_a):
+    from analytics.models import GapReport
+    from analytics.services.gap import gap_report_build
+    from analytics.services.steering import next_round_recommendation
+    from tests.analytics.production_support import seed_production
+
+    seed_production(world_a, shift=True)
+    campaign = world_a.campaign
+    report = gap_report_build(
+        report=GapReport.objects.create(organization=world_a.operator, campaign=campaign)
+    )
+    dim = [world_a.values[1].pk]
+
+    def dim_episodes(recommendation):
+        return sum(a["episodes"] for a in recommendation["allocations"] if a["value_ids"] == dim)
+
+    without = next_round_recommendation(
+        campaign=campaign, budget=300.0, report=report, production_shifts=False
+    )
+    flagged = next_round_recommendation(campaign=campaign, budget=300.0, report=report)
+
+    assert dim_episodes(flagged) > dim_episodes(without)
+    assert without["notes"] == []
+    note = flagged["notes"][0]
+    assert note.startswith("Grasp failure rose from")
+    assert "under dim lighting since" in note
+    assert "The recommendation adds the rise to the failure rate of the cells" in note
+    dim_row = next(a for a in flagged["allocations"] if a["value_ids"] == dim)
+    assert "Production shift: failure rate raised by" in dim_row["rationale"]

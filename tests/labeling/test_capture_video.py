@@ -399,3 +399,34 @@ def test_image_stats_equal_numpy_over_all_pixels(frames):
         np.testing.assert_allclose(result[key], expected)
     assert all(0 <= v <= 1 for key, vs in result.items() if key != "count" for v in vs)
     assert result["count"].tolist() == [len(frames)]
+
+
+class _StuckFlush:
+    """PyAV's stream as a hung SVT-AV1 leaves it: frames go in, the final flush never ends."""
+
+    def __init__(self, stream: object) -> None:
+        self._stream = stream
+        self.release = __import__("threading").Event()
+
+    def encode(self, frame: object) -> object:
+        if frame is None:
+            self.release.wait(30)
+        return self._stream.encode(frame)  # type: ignore[attr-defined]
+
+
+def test_a_flush_that_never_ends_is_a_hung_encoder_not_a_hung_caller(tmp_path, monkeypatch):
+    import labeling.capture.video as video
+
+    monkeypatch.setattr(video, "FLUSH_TIMEOUT_S", 0.2)
+    encoder = VideoEncoder(tmp_path / "out.mp4", width=WIDTH, height=HEIGHT, fps=10)
+    encoder.write(banded(0, 0))
+    stuck = _StuckFlush(encoder._stream)
+    encoder._stream = stuck  # type: ignore[assignment]
+
+    with pytest.raises(video.VideoHung, match="did not finish flushing within 0 s"):
+        encoder.close()
+    encoder.abort()  # a hung encoder's context is left alone: no second wait on it
+    stuck.release.set()
+
+    assert not (tmp_path / "out.mp4").exists()
+    assert not list(tmp_path.iterdir())

@@ -338,3 +338,28 @@ def test_capture_validation_honours_the_declared_clock_offset(tmp_path: Path) ->
     failed = {c.name for c in validate_recording(files, undeclared).failed_checks}
     assert "synchronisation" in failed
     assert validate_recording(files, declared).passed
+
+
+def test_a_conversion_whose_encoder_hangs_is_tried_again_then_raised_not_stored(
+    tmp_path, monkeypatch
+):
+    import labeling.capture.convert as convert_module
+    import labeling.capture.video as video
+
+    files = write_recording(tmp_path / "rec.mcap", RecordingPlan(duration_s=0.5))
+    attempts = []
+    real = convert_module._convert_once
+
+    def counted(*args, **kwargs):
+        attempts.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(convert_module, "_convert_once", counted)
+    # Every flush "hangs": no real flush finishes in a nanosecond.
+    monkeypatch.setattr(video, "FLUSH_TIMEOUT_S", 1e-9)
+
+    with pytest.raises(video.VideoHung):
+        convert_recording(files, stream_map(), tmp_path / "out")
+
+    assert len(attempts) == convert_module.HUNG_ATTEMPTS == 2
+    assert not (tmp_path / "out").exists()
