@@ -12,6 +12,7 @@ import pytest
 from django.db import connection
 from django.test import Client
 
+from labeling.models import Episode
 from sites.models import (
     ConditionValue,
     FailureRecord,
@@ -172,6 +173,10 @@ def test_interventions_become_failure_records_linked_from_the_ledger(world_a, ma
     assert record.policy == world_a.policy.slug
     assert record.created_by == world_a.manager
     assert ProductionEvent.objects.get(event_id="i1").failure_record == record
+    # A recording at a URI: the intervention is listed in the production dataset at once.
+    episode = Episode.objects.get(failure_record=record)
+    assert episode.storage_uri == "s3://fleet/rec-1.mcap"
+    assert episode.dataset.deployment_id == world_a.deployment.pk
 
 
 def test_day_counts_equal_the_ledger_after_retractions_and_corrections(world_a, manager):

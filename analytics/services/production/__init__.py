@@ -123,7 +123,25 @@ def production_ingest_lines(
         if repeats:
             result.duplicates += drop_repeats(cursor)
         batch_write(cursor, organization, actor, result)
+        if result.interventions or result.corrected:
+            _recorded_episodes(cursor, actor)
     return result
+
+
+def _recorded_episodes(cursor: Any, actor: Any) -> None:
+    """Give the batch's new interventions whose recording is at a URI their episodes in the
+    deployment's production dataset, in the batch's transaction (an uploaded recording links
+    to the same episode later: :mod:`labeling.production`)."""
+    from labeling.production import production_episodes_sync
+    from sites.models import Deployment
+
+    cursor.execute(
+        "SELECT DISTINCT n.deployment_id FROM production_new n JOIN production_batch b "
+        "USING (deployment_id, event_id) WHERE n.kind = 'intervention' AND b.recording <> ''"
+    )
+    ids = [pk for (pk,) in cursor.fetchall()]
+    for deployment in Deployment.objects.filter(pk__in=ids).select_related("organization"):
+        production_episodes_sync(deployment=deployment, actor=actor)
 
 
 def _error_order(error: IngestError) -> tuple[int, str]:
