@@ -162,7 +162,8 @@ def main() -> None:
         [get(manager, f"{forecast_url}job/?rounds=20&budget=5000&seed=2000") for _ in range(n)],
     )
 
-    # --- impact: old = round_impact_compute inside the first GET; new = the GET queues a job.
+    # --- impact: old = round_impact_compute inside the first GET; new = the page reads and
+    # its "Measure this round" POST queues a job.
     impact_url = f"/planner/rounds/{round1.pk}/impact/"
     old = []
     for _ in range(max(3, n // 5)):
@@ -174,9 +175,9 @@ def main() -> None:
     firsts, jobs = [], []
     for _ in range(n):
         RoundImpactReport.objects.filter(round=round1).delete()
-        firsts.append(get(manager, impact_url))
+        firsts.append(get(manager, impact_url) + post(manager, impact_url, {}))
         jobs.append(run_job("round_impact", round_impact_run))
-    pages.add("GET impact, first view (queues the job)", firsts)
+    pages.add("GET impact, first view + POST Measure (queues the job)", firsts)
     work.add("impact job (worker)", jobs)
 
     # --- recommend: old = next_round_recommendation inside the POST; new = POST queues a job.
@@ -244,7 +245,7 @@ def main() -> None:
         (
             "impact first view",
             "impact: round_impact_compute (old: inside the first GET)",
-            "GET impact, first view (queues the job)",
+            "GET impact, first view + POST Measure (queues the job)",
             "GET impact with report and recommendation",
         ),
         (

@@ -181,7 +181,7 @@ def inventory_uploads_purge(*, now: Any = None) -> int:
     """Remove uploaded import files that no import needs any more; return how many folders.
 
     An upload lives in its own folder under MEDIA_ROOT/imports/. It is kept while its import
-    is queued or running (a worker that dies re-runs it from the file) and for
+    (or the job whose ``path`` names it) is queued or running (a worker that dies re-runs it from the file) and for
     ``UPLOAD_RETENTION_DAYS`` after it ends; a folder no import names (its request was
     refused) goes after a day — younger ones may belong to a request being accepted now.
     Files named on the server by the command line are never touched.
@@ -195,9 +195,17 @@ def inventory_uploads_purge(*, now: Any = None) -> int:
     keep_since = now - timedelta(days=settings.FIELDCRAFT["UPLOAD_RETENTION_DAYS"])
     named: set[str] = set()
     needed: set[str] = set()
-    for source, status, finished_at in InventoryImport.objects.filter(
-        source_path__startswith=f"{root}/"
-    ).values_list("source_path", "job__status", "job__finished_at"):
+    # Uploads are named by their import, or by the job that reads them (production events).
+    named_by = list(
+        InventoryImport.objects.filter(source_path__startswith=f"{root}/").values_list(
+            "source_path", "job__status", "job__finished_at"
+        )
+    ) + list(
+        Job.objects.filter(task_kwargs__path__startswith=f"{root}/").values_list(
+            "task_kwargs__path", "status", "finished_at"
+        )
+    )
+    for source, status, finished_at in named_by:
         name = Path(source).relative_to(root).parts[0]
         named.add(name)
         if status in Job.ACTIVE or finished_at is None or finished_at > keep_since:

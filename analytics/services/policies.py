@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from datetime import date
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from accounts.models import Organization
 from accounts.services import audit_record
@@ -40,7 +40,7 @@ def policy_version_create(
         actor=actor,
         verb="policy_version.create",
         obj=policy,
-        changes={**jsonable(dict(fields)), **trained},
+        changes={"fields": jsonable(dict(fields)), **trained},
     )
     return policy
 
@@ -89,15 +89,21 @@ def policy_version_save(
     """Register the policy version ``slug`` of ``organization``, or change the one registered,
     and set the datasets and rounds it was trained on (replacing earlier ones)."""
     fields = {"name": name or slug, "embodiment": embodiment, "released_on": released_on}
+    datasets, rounds = list(datasets), list(rounds)
     existing = PolicyVersion.objects.filter(organization=organization, slug=slug).first()
     if existing is None:
-        return policy_version_create(
-            organization=organization,
-            actor=actor,
-            fields={"slug": slug, **fields},
-            datasets=datasets,
-            rounds=rounds,
-        )
+        try:
+            # A savepoint: a save of the same new slug that won the race makes this an update.
+            with transaction.atomic():
+                return policy_version_create(
+                    organization=organization,
+                    actor=actor,
+                    fields={"slug": slug, **fields},
+                    datasets=datasets,
+                    rounds=rounds,
+                )
+        except IntegrityError:
+            existing = PolicyVersion.objects.get(organization=organization, slug=slug)
     return policy_version_update(
         policy=existing, actor=actor, fields=fields, datasets=datasets, rounds=rounds
     )

@@ -18,7 +18,6 @@ running the fixed file again stores only what is new (ingest is idempotent on ev
 from __future__ import annotations
 
 import csv
-import io
 import json
 import re
 from collections.abc import Iterator
@@ -169,7 +168,9 @@ def _jsonl(
     path: Path, label: str, *, deployment: str | None
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
+        # A line is read up to the cap and no further: a file without line ends costs 1 MB.
+        lines = iter(lambda: fh.readline(MAX_LINE_BYTES + 1), b"")
+        for lineno, raw in enumerate(lines, start=1):
             if len(raw) > MAX_LINE_BYTES:
                 raise ImportFailed.one(
                     label, "the line is longer than 1 MB, the most one event may hold", row=lineno
@@ -211,7 +212,7 @@ def production_file_format(path: Path) -> str:
     """
     name = path.name.lower()
     if name.endswith((".jsonl", ".ndjson", ".json")):
-        if not path.exists():
+        if not path.is_file():
             raise ImportFailed.one(str(path), "no such file")
         return "jsonl"
     kind = detect_format(path)
@@ -253,15 +254,6 @@ def production_file_batches(
         yield numbers, events
 
 
-def events_as_jsonl(events: list[dict[str, Any]]) -> bytes:
-    """The events as JSON Lines (for tests and the fleet simulator)."""
-    out = io.StringIO()
-    for event in events:
-        out.write(json.dumps(event, separators=(",", ":")))
-        out.write("\n")
-    return out.getvalue().encode()
-
-
 def production_import_file(
     *,
     organization: Organization,
@@ -282,6 +274,7 @@ def production_import_file(
     20), with how far the import got.
     """
     name = label or path.name
+    unit = "line" if production_file_format(path) == "jsonl" else "row"
     total = IngestResult()
     done = 0
     for rows, events in production_file_batches(path, deployment=deployment, batch=batch):
@@ -297,7 +290,7 @@ def production_import_file(
                     row=e.line,
                     column=e.field or None,
                     message=e.message,
-                    line_label="line" if path.suffix.lower() in (".jsonl", ".ndjson") else "row",
+                    line_label=unit,
                 )
                 for e in exc.errors
             ]

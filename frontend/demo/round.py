@@ -185,6 +185,12 @@ def demo_round(
                 label=label,
                 evaluated_on=date(2027, 1, 12),
             )
+        # The round's impact, measured once (the page only reads; it measures on request).
+        from analytics.models import RoundImpactReport
+        from analytics.services.steering import round_impact_compute
+
+        if not RoundImpactReport.objects.filter(round=round).exists():
+            round_impact_compute(round=round)
 
     return {
         "round": round.pk,

@@ -116,8 +116,6 @@ class SiteForm(ScopedForm):
         )
         if self.instance.pk:
             self.initial["presents"] = list(self.instance.presents.values_list("pk", flat=True))
-        self.fields["setup_hours"].min_value = 0  # type: ignore[attr-defined]
-        self.fields["cost_per_hour"].min_value = 0  # type: ignore[attr-defined]
 
     def clean_episode_minutes(self) -> float:
         minutes = self.cleaned_data["episode_minutes"]
@@ -281,8 +279,6 @@ class CameraForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["width"].min_value = 1  # type: ignore[attr-defined]
-        self.fields["height"].min_value = 1  # type: ignore[attr-defined]
         self.fields["width"].validators.append(_at_least_one)
         self.fields["height"].validators.append(_at_least_one)
 

@@ -47,8 +47,5 @@ def count(value: Any, noun: str) -> str:
         return "—"
     singular, _, plural = noun.partition(",")
     number = float(value)
-    one = number == 1
-    if not plural:
-        plural = singular + "s"
-    digits = 0 if number == round(number) else 1
-    return f"{number:,.{digits}f} {singular if one else plural}"
+    shown = num(number, 0 if number == round(number) else 1)
+    return f"{shown} {singular if shown == '1' else plural or singular + 's'}"

@@ -43,6 +43,14 @@ class MemberView(LoginRequiredMixin):
         response: HttpResponseBase = super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
         return response
 
+    def owned(self, queryset: Any) -> Any:
+        """``queryset`` scoped to what the member's organization owns (operates), for pages
+        that change it: a customer member sees its deployments but never writes to them."""
+        path = getattr(queryset, "operator_path", "organization")
+        return queryset.visible_to(self.request.user).filter(
+            **{path: self.membership.organization_id}
+        )
+
 
 class JobProgressView(MemberView, TemplateView):
     """The progress card of a long job (an htmx partial polled by its page): renders

@@ -31,10 +31,8 @@ class ProductionFileForm(forms.Form):
     )
 
 
-def _deployment(request: HttpRequest, pk: int) -> Deployment:
-    return get_object_or_404(
-        Deployment.objects.visible_to(request.user).select_related("site"), pk=pk
-    )
+def _deployment(view: MemberView, pk: int) -> Deployment:
+    return get_object_or_404(view.owned(Deployment.objects.select_related("site")), pk=pk)
 
 
 def _imports(deployment: Deployment) -> list[Job]:
@@ -55,7 +53,7 @@ class DeploymentProduction(MemberView, TemplateView):
     template_name = "frontend/planner/deployment_production.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        deployment = _deployment(self.request, kwargs["pk"])
+        deployment = _deployment(self, kwargs["pk"])
         imports = _imports(deployment)
         return super().get_context_data(
             deployment=deployment,
@@ -66,7 +64,7 @@ class DeploymentProduction(MemberView, TemplateView):
         )
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
-        deployment = _deployment(request, pk)
+        deployment = _deployment(self, pk)
         form = ProductionFileForm(request.POST, request.FILES)
         if not form.is_valid():
             return self.render_to_response(self.get_context_data(pk=pk, form=form))
@@ -89,6 +87,6 @@ class DeploymentProductionProgress(JobProgressView):
     template_name = "frontend/planner/_production_job.html"
 
     def progress_context(self, **kwargs: Any) -> dict[str, Any]:
-        deployment = _deployment(self.request, kwargs["pk"])
+        deployment = _deployment(self, kwargs["pk"])
         imports = _imports(deployment)
         return {"deployment": deployment, "job": imports[0] if imports else None}

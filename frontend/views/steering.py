@@ -16,7 +16,6 @@ from django.utils.dateparse import parse_datetime
 from django.views import View
 from django.views.generic import TemplateView
 
-from accounts.models import Job
 from analytics import charts
 from analytics.models import CampaignForecast as StoredForecast
 from analytics.models import EvaluationRun, PolicyVersion, RoundImpactReport
@@ -24,7 +23,11 @@ from analytics.selectors import campaign_forecast_find
 from analytics.services.evaluations import EvaluationImportError, evaluation_import_file
 from analytics.services.forecast import campaign_forecast_request
 from analytics.services.policies import policy_version_save
-from analytics.services.steering import ImpactUnavailable, round_plan_from_recommendation
+from analytics.services.steering import (
+    ImpactUnavailable,
+    round_impact_policies,
+    round_plan_from_recommendation,
+)
 from analytics.services.steering_jobs import (
     recommendation_stale,
     round_impact_request,
@@ -176,11 +179,12 @@ class RoundImpact(MemberView, TemplateView):
             .first()
         )
         context["remaining"] = campaign_remaining(campaign=round.campaign, exclude=nxt)
-        if report is None and (job is None or job.status == Job.Status.SUCCEEDED):
-            # The first view measures the round in a job; after a failed one, the page says
-            # why and a person starts the next (no retry on every reload).
+        if report is None and (job is None or not job.is_active):
+            # A GET only reads: it says whether the round can be measured, and the page's
+            # button (a POST) starts the job.
             try:
-                context["job"], _ = round_impact_request(round=round, actor=self.request.user)
+                round_impact_policies(round=round)
+                context["measurable"] = True
             except ImpactUnavailable as exc:
                 context["unavailable"] = str(exc)
         context["failed"] = (

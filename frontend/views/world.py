@@ -65,7 +65,7 @@ class WorldFormView(MemberView, TemplateView):
         if "pk" not in self.kwargs:
             return None
         manager: Any = self.model._default_manager
-        return get_object_or_404(manager.visible_to(self.request.user), pk=self.kwargs["pk"])
+        return get_object_or_404(self.owned(manager.all()), pk=self.kwargs["pk"])
 
     def forms_for(self, obj: Any, data: Any = None) -> tuple[ScopedForm, dict[str, Any]]:
         # The forms work on their own copy: a rejected post must not show as the title.

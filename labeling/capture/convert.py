@@ -21,6 +21,7 @@ problems name the file, the topic and the time; nothing is left at the output pa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -309,15 +310,12 @@ def convert_recording(
     converts again when the encoder hangs, and raises VideoHung after
     :data:`HUNG_ATTEMPTS` hangs (a job fails and is retried, nothing is stored as bad).
     """
-    for attempt in range(1, HUNG_ATTEMPTS + 1):
-        try:
+    for _ in range(HUNG_ATTEMPTS - 1):
+        with contextlib.suppress(VideoHung):
             return _convert_once(
                 paths, stream_map, outdir, codec=codec, progress=progress, window=window
             )
-        except VideoHung:
-            if attempt == HUNG_ATTEMPTS:
-                raise
-    raise AssertionError("unreachable")  # pragma: no cover
+    return _convert_once(paths, stream_map, outdir, codec=codec, progress=progress, window=window)
 
 
 def _convert_once(

@@ -25,6 +25,7 @@ from sites.services.writes import (
     RigInUse,
     Row,
     children_sync,
+    customer_kept,
     fields_set,
     jsonable,
     links_check,
@@ -203,6 +204,7 @@ def site_update(
         organization=site.organization_id,
         links={"customer": fields.get("customer"), "presents": list(presents or [])},
     )
+    customer_kept(instance=site, fields=fields)
     customer = fields.get("customer")
     if customer is not None:
         others = site.deployments.exclude(customer=customer).select_related("customer")
@@ -302,6 +304,8 @@ def _deployment_links_check(
         organization=organization,
         links={name: fields.get(name) for name in ("customer", "site", "embodiment", "task")},
     )
+    if deployment is not None:
+        customer_kept(instance=deployment, fields=fields)
     site = fields.get("site", deployment.site if deployment else None)
     customer = fields.get("customer", deployment.customer if deployment else None)
     if site is not None and customer is not None and site.customer_id not in (None, customer.pk):

@@ -166,3 +166,18 @@ def children_sync(
 
 def _label(key: Hashable) -> str:
     return " ".join(str(part) for part in key) if isinstance(key, tuple) else str(key)
+
+
+def customer_kept(*, instance: Any, fields: Row) -> None:
+    """Refuse moving a site or deployment that serves a customer to another customer (the
+    rule the API's ``same_customer_check`` applies, for every caller): its data, dashboards
+    and share links belong to that customer. Raises LinkRefused on ``customer``."""
+    if "customer" not in fields or instance.customer_id is None:
+        return
+    new = fields["customer"]
+    if new is None or new.pk != instance.customer_id:
+        raise LinkRefused(
+            f"'{instance}' serves customer {instance.customer}; it cannot move to another "
+            "customer. Create a new one for the other customer.",
+            field="customer",
+        )

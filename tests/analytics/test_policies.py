@@ -32,7 +32,7 @@ def test_manager_registers_a_policy_version_with_its_training_data_and_an_audit_
     event = AuditEvent.objects.get(verb="policy_version.create", object_id=str(policy.pk))
     assert event.actor == world_a.manager
     assert event.changes["trained_on_rounds"] == [world_a.round.pk]
-    assert event.changes["released_on"] == "2027-01-31"
+    assert event.changes["fields"]["released_on"] == "2027-01-31"
 
 
 def test_saving_a_registered_slug_again_changes_it_and_is_audited_as_an_update(world_a, client_for):

@@ -145,12 +145,17 @@ def test_forecasts_of_another_organization_are_404_and_viewers_are_refused(
 # ------------------------------------------------------------------ round impact
 
 
-def test_the_impact_page_first_view_queues_a_job_instead_of_computing(world_a, client_for):
+def test_the_impact_page_only_reads_and_measuring_is_a_posted_job(world_a, client_for):
     round = measurable_round(world_a)
+    manager = client_for(world_a.manager)
+    url = f"/planner/rounds/{round.pk}/impact/"
 
-    page = client_for(world_a.manager).get(f"/planner/rounds/{round.pk}/impact/")
+    first = manager.get(url)
+    assert not Job.objects.filter(kind="round_impact").exists()  # a GET starts nothing
+    manager.post(url)
+    page = manager.get(url)
 
-    assert page.status_code == 200
+    assert "Measure this round" in first.content.decode()
     assert not RoundImpactReport.objects.filter(round=round).exists()
     job = Job.objects.get(kind="round_impact", task_kwargs__round_id=round.pk)
     assert job.status == "queued"
@@ -162,7 +167,7 @@ def test_reloading_the_impact_page_while_it_is_measured_starts_no_second_job(wor
     round = measurable_round(world_a)
     manager = client_for(world_a.manager)
 
-    manager.get(f"/planner/rounds/{round.pk}/impact/")
+    manager.post(f"/planner/rounds/{round.pk}/impact/")
     manager.get(f"/planner/rounds/{round.pk}/impact/")
     manager.post(f"/planner/rounds/{round.pk}/impact/")
 
@@ -175,7 +180,7 @@ def test_after_the_impact_job_ran_the_page_shows_the_stored_report(
     round = measurable_round(world_a)
     manager = client_for(world_a.manager)
     with django_capture_on_commit_callbacks(execute=True):
-        manager.get(f"/planner/rounds/{round.pk}/impact/")
+        manager.post(f"/planner/rounds/{round.pk}/impact/")
 
     page = manager.get(f"/planner/rounds/{round.pk}/impact/")
     progress = manager.get(f"/planner/rounds/{round.pk}/impact/job/")
@@ -193,7 +198,7 @@ def test_the_stored_impact_report_says_when_new_evaluations_make_it_stale(
     round = measurable_round(world_a)
     manager = client_for(world_a.manager)
     with django_capture_on_commit_callbacks(execute=True):
-        manager.get(f"/planner/rounds/{round.pk}/impact/")
+        manager.post(f"/planner/rounds/{round.pk}/impact/")
     EvaluationRun.objects.create(
         organization=world_a.operator,
         policy_version=world_a.policy,
@@ -217,7 +222,7 @@ def test_a_failed_impact_job_is_shown_and_not_retried_on_every_reload(
     EvaluationResult.objects.filter(run__label="after").update(condition_set=bright)
     manager = client_for(world_a.manager)
     with django_capture_on_commit_callbacks(execute=True):
-        manager.get(f"/planner/rounds/{round.pk}/impact/")
+        manager.post(f"/planner/rounds/{round.pk}/impact/")
 
     body = manager.get(f"/planner/rounds/{round.pk}/impact/").content.decode()
 
@@ -232,7 +237,7 @@ def test_the_impact_page_query_count_does_not_grow_with_evaluations(
     round = measurable_round(world_a)
     manager = client_for(world_a.manager)
     url = f"/planner/rounds/{round.pk}/impact/"
-    manager.get(url)  # queues the job; later views show its progress
+    manager.post(url)  # queues the job; later views show its progress
     cs = world_a.evaluation.results.get().condition_set
     with CaptureQueriesContext(connection) as first:
         manager.get(url)

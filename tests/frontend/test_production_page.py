@@ -68,3 +68,24 @@ def test_a_viewer_cannot_open_the_import_page(world_a, client_for):
     )
 
     assert response.status_code == 403
+
+
+def test_an_uploaded_events_file_is_kept_while_its_import_is_queued(world_a, client_for):
+    import os
+    from datetime import timedelta
+    from pathlib import Path
+
+    from django.utils import timezone
+
+    from labeling.services import inventory_uploads_purge
+
+    _upload(client_for(world_a.manager), world_a.deployment)  # queued: not run (no on_commit)
+    job = Job.objects.get(kind="production_import")
+    path = Path(job.task_kwargs["path"])
+    three_days_ago = (timezone.now() - timedelta(days=3)).timestamp()
+    os.utime(path.parent, (three_days_ago, three_days_ago))
+
+    inventory_uploads_purge()
+
+    assert job.status == Job.Status.QUEUED
+    assert path.is_file()

@@ -639,3 +639,58 @@ def test_the_edit_links_are_only_drawn_for_managers(world_a, rf):
             {"site": world_a.site, "role": role, "windows": [], "presents": [], "deployments": []},
         )
         assert (f"/planner/sites/{world_a.site.pk}/edit/" in html) is drawn, role
+
+
+# --- review: customers never move, customer members never write -------------------------------
+
+
+def test_a_deployment_cannot_move_to_another_customer_and_nothing_changes(world_a, client_for):
+    other = Organization.objects.create(
+        slug="brightline", name="Brightline", kind="customer", operator=world_a.operator
+    )
+    client = client_for(world_a.manager)
+    url = f"/planner/deployments/{world_a.deployment.pk}/edit/"
+    data = {**as_shown(client.get(url)), "customer": other.pk, "name": "Moved"}
+
+    response = client.post(url, data)
+
+    assert response.status_code == 200
+    (problem,) = errors_on(response)["customer"]
+    assert "cannot move to another customer" in problem
+    stored = Deployment.objects.get(pk=world_a.deployment.pk)
+    assert (stored.customer_id, stored.name) == (world_a.customer.pk, world_a.deployment.name)
+
+
+def test_a_manager_of_a_customer_organization_cannot_edit_or_import_into_its_deployments(
+    world_a, client_for
+):
+    from django.contrib.auth import get_user_model
+
+    from accounts.models import Membership
+
+    user = get_user_model().objects.create_user(username="customer-manager", password="x")
+    Membership.objects.create(user=user, organization=world_a.customer, role="manager")
+    client = client_for(user)
+    deployment = world_a.deployment
+
+    edit = client.post(f"/planner/deployments/{deployment.pk}/edit/", {"name": "Mine now"})
+    production = client.post(f"/planner/deployments/{deployment.pk}/production/", {})
+
+    assert (edit.status_code, production.status_code) == (404, 404)
+    assert Deployment.objects.get(pk=deployment.pk).name == deployment.name
+
+
+def test_a_refused_camera_removal_undoes_the_action_dimension_change_made_before_it(
+    world_a, client_for
+):
+    client = client_for(world_a.manager)
+    url = f"/planner/embodiments/{world_a.embodiment.pk}/edit/"
+    shown = as_shown(client.get(url))
+    units = dict(world_a.embodiment.action_dimensions.values_list("pk", "unit"))
+    assert "action_dimensions-0-unit" in shown
+    data = {**shown, "action_dimensions-0-unit": "furlong", "cameras-0-DELETE": "on"}
+
+    response = client.post(url, data)
+
+    assert response.status_code == 200 and "cameras" in errors_on(response)
+    assert dict(world_a.embodiment.action_dimensions.values_list("pk", "unit")) == units

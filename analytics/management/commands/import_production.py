@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.models import Organization
+from accounts.commands import operator_organization
 from analytics.services.production_files import production_import_file
 from labeling.importers.errors import ImportFailed
 from sites.models import Deployment
@@ -38,7 +38,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        organization = self._organization(options.get("organization"), options.get("deployment"))
+        slug = options.get("deployment")
+        owners = Deployment.objects.filter(slug=slug).values("organization_id") if slug else None
+        if owners is not None and not options.get("organization") and not owners.exists():
+            raise CommandError(f"No deployment {slug!r}.")
+        organization = operator_organization(options.get("organization"), among=owners)
         path = Path(options["path"])
         try:
             result = production_import_file(
@@ -64,25 +68,3 @@ class Command(BaseCommand):
                 else ""
             )
         )
-
-    def _organization(self, slug: str | None, deployment: str | None) -> Organization:
-        operators = Organization.objects.filter(kind=Organization.Kind.OPERATOR)
-        if slug:
-            org = operators.filter(slug=slug).first()
-            if org is None:
-                raise CommandError(f"No operator organization {slug!r}.")
-            return org
-        if deployment:
-            owners = list(
-                operators.filter(
-                    pk__in=Deployment.objects.filter(slug=deployment).values("organization_id")
-                )[:2]
-            )
-            if len(owners) == 1:
-                return owners[0]
-            if not owners:
-                raise CommandError(f"No deployment {deployment!r}.")
-        found = list(operators[:2])
-        if len(found) != 1:
-            raise CommandError("Give --organization SLUG: more than one organization fits.")
-        return found[0]

@@ -10,7 +10,8 @@ the last ``--shift-days`` days that failure mode happens at ``--shift-rate`` per
 top (a new failure mode when it had none). Everything goes through ``POST
 /api/production/events/`` in JSON Lines batches of up to 10,000, in-process as the
 organization's first manager, or to a running server with ``--url`` and ``--token``.
-Event ids are derived from the seed, so running it again sends duplicates, which count nothing.
+Event ids are derived from the seed and the day it runs: the same command again that day sends
+duplicates, which count nothing; on another day it sends another sample of the window.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count, Sum
 from django.utils import timezone
 
+from accounts.commands import operator_organization
 from accounts.models import Membership, Organization, Role
 from sites.models import (
     ConditionSet,
@@ -60,7 +62,7 @@ class Command(BaseCommand):
         parser.add_argument("--token", help="an API token (with --url)")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        organization = _operator(options.get("organization"))
+        organization = operator_organization(options.get("organization"))
         deployments = list(
             Deployment.objects.filter(organization=organization, active=True).select_related("site")
         )
@@ -107,19 +109,6 @@ class Command(BaseCommand):
             )
 
 
-def _operator(slug: str | None) -> Organization:
-    operators = Organization.objects.filter(kind=Organization.Kind.OPERATOR)
-    if slug:
-        found = operators.filter(slug=slug).first()
-        if found is None:
-            raise CommandError(f"No operator organization {slug!r}.")
-        return found
-    only = list(operators[:2])
-    if len(only) != 1:
-        raise CommandError("Give --organization SLUG.")
-    return only[0]
-
-
 def _shift(
     organization: Organization, deployments: list[Deployment], text: str | None
 ) -> tuple[FailureMode, Deployment] | None:
@@ -164,14 +153,14 @@ def _events(
             extra = rng.random(per_day) < (shift_rate if shifted else 0.0)
             for i in range(per_day):
                 at = start + timedelta(days=day, seconds=float(times[i]))
-                if at > now:
-                    continue
                 cell = cells[int(which[i])]
                 conditions = cell.conditions or {
                     dim: _pick(rng, choices) for dim, choices in cell.profile.items()
                 }
                 modes = cell.modes
-                key = f"sim{seed}-{deployment.slug}-{day}-{i}"
+                # Named by the run's day too: the same command on the same day sends the same
+                # events again (counted nothing); a run on another day is another sample.
+                key = f"sim{seed}-{now.date().isoformat()}-{deployment.slug}-{day}-{i}"
                 failure = bool(chance[i] < cell.rate or extra[i])
                 yield {
                     "event_id": f"{key}-c",
@@ -189,9 +178,7 @@ def _events(
                     "event_id": f"{key}-i",
                     "deployment": deployment.slug,
                     "kind": "intervention",
-                    "occurred_at": (at + timedelta(seconds=30)).isoformat()
-                    if at + timedelta(seconds=30) <= now
-                    else at.isoformat(),
+                    "occurred_at": (at + timedelta(seconds=30)).isoformat(),
                     "failure_mode": mode,
                     "conditions": conditions,
                     "intervened_by": "harness" if rng.random() < 0.6 else "person",
@@ -332,7 +319,7 @@ def _in_process_sender(organization: Organization) -> Any:
 
     def send(body: bytes) -> tuple[int, dict[str, Any]]:
         response = client.post("/api/production/events/", body, content_type="application/x-ndjson")
-        return response.status_code, response.json()
+        return response.status_code, _answer(response.content)
 
     return send
 
@@ -352,8 +339,19 @@ def _http_sender(url: str, token: str | None) -> Any:
         )
         try:
             with urllib.request.urlopen(request, timeout=120) as response:  # noqa: S310
-                return response.status, json.loads(response.read())
+                return response.status, _answer(response.read())
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"{}")
+            return exc.code, _answer(exc.read())
+        except OSError as exc:  # refused, reset, timed out: said, not a traceback
+            raise CommandError(f"Cannot reach {url}: {exc}") from None
 
     return send
+
+
+def _answer(body: bytes) -> dict[str, Any]:
+    """The API's JSON answer, or what the server said instead (an error page, a proxy)."""
+    try:
+        value = json.loads(body or b"{}")
+    except ValueError:
+        return {"detail": body[:500].decode("utf-8", "replace")}
+    return value if isinstance(value, dict) else {"detail": value}

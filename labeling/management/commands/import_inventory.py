@@ -6,7 +6,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from accounts.models import Job, Organization
+from accounts.commands import operator_organization
+from accounts.models import Job
 from labeling.importers.errors import ImportFailed
 from labeling.importers.sources import FORMATS
 from labeling.services import inventory_import_run, inventory_import_start
@@ -52,7 +53,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        organization = self._organization(options.get("organization"))
+        organization = operator_organization(options.get("organization"))
         try:
             record = inventory_import_start(
                 organization=organization,
@@ -81,22 +82,6 @@ class Command(BaseCommand):
             problems = [e.get("text") or e.get("message", "") for e in job.errors]
             raise CommandError(_problems_text(job.message or job.status, problems))
         self.stdout.write(format_summary(record.summary))
-
-    def _organization(self, slug: str | None) -> Organization:
-        operators = Organization.objects.filter(kind=Organization.Kind.OPERATOR)
-        if slug:
-            org = operators.filter(slug=slug).first()
-            if org is None:
-                raise CommandError(f"No operator organization {slug!r}.")
-            return org
-        found = list(operators[:2])
-        if len(found) != 1:
-            raise CommandError(
-                "Give --organization SLUG: there are "
-                + ("no" if not found else "several")
-                + " operator organizations."
-            )
-        return found[0]
 
 
 def _problems_text(head: str, problems: list[str]) -> str:
