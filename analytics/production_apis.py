@@ -37,9 +37,10 @@ from analytics.services.production import (
     IngestResult,
     ProductionConflict,
     ProductionInvalid,
-    jsonl_lines,
+    decode_json_body,
     production_ingest,
-    production_ingest_lines,
+    production_ingest_batch,
+    production_ingest_body,
 )
 
 # A generous ceiling per event, so a body can be refused before it is read.
@@ -215,7 +216,19 @@ class ProductionEventViewSet(viewsets.ViewSet):
             return _errors([IngestError(None, "", "the body holds no events")])
         create_values = request.query_params.get("create_values", "").lower() in ("1", "true")
         try:
+            batch = None
             if body.media_type == JSONBodyParser.media_type:
+                batch = decode_json_body(body.content)
+            if batch is not None:
+                result = production_ingest_batch(
+                    organization=membership.organization,
+                    batch=batch,
+                    actor=request.user,
+                    create_values=create_values,
+                )
+            elif body.media_type == JSONBodyParser.media_type:
+                # Not an array of valid events: parsed again to say what is wrong, or to take
+                # the {"events": [...]} form.
                 events = _json_events(body.content)
                 if isinstance(events, Response):
                     return events
@@ -228,9 +241,9 @@ class ProductionEventViewSet(viewsets.ViewSet):
                     create_values=create_values,
                 )
             else:
-                result = production_ingest_lines(
+                result = production_ingest_body(
                     organization=membership.organization,
-                    lines=jsonl_lines(body.content),
+                    body=body.content,
                     actor=request.user,
                     create_values=create_values,
                 )

@@ -680,32 +680,61 @@ class ProductionEvent(models.Model):
     """One production event as the fleet sent it: the ledger that makes ingest idempotent.
 
     Cycles are counted into :class:`ProductionLog` on arrival and interventions kept as
-    :class:`FailureRecord`; the ledger keeps each event's id and the digest of its body (a
-    replay gets the original answer, another body under the same id is a conflict) and what it
-    counted, so a retraction or correction takes exactly that back out.
+    :class:`FailureRecord`; the ledger keeps each event's id and what it counted (a replay of
+    the same event gets the original answer, another event under the same id is a conflict),
+    so a retraction or correction takes exactly that back out.
     """
 
     class Kind(models.TextChoices):
         CYCLE = "cycle", "Production cycle"
         INTERVENTION = "intervention", "Intervention"
 
-    id = models.BigAutoField(primary_key=True)
-    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="+")
+    # Keyed by (deployment, event id), and without database-level foreign keys: the ingest
+    # resolves every id it writes in its own transaction, and a fleet writes millions of rows a
+    # day, each of which would otherwise queue a check per reference (see writes.py).
+    pk = models.CompositePrimaryKey("deployment", "event_id")
+    deployment = models.ForeignKey(
+        Deployment, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
     event_id = models.CharField(max_length=100)
     kind = models.CharField(max_length=12, choices=Kind.choices)
-    digest = models.CharField(max_length=32, help_text="MD5 of the event's canonical body.")
     occurred_at = models.DateTimeField()
     day = models.DateField(help_text="The site-local day the event counts on.")
     condition_set = models.ForeignKey(
-        ConditionSet, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        ConditionSet,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
     )
-    policy = models.SlugField(max_length=64, blank=True, default="")
+    policy = models.SlugField(max_length=64, blank=True, default="", db_index=False)
     failed = models.BooleanField(default=False)
     duration_seconds = models.FloatField(null=True, blank=True)
-    failure_record = models.OneToOneField(
-        FailureRecord, null=True, blank=True, on_delete=models.SET_NULL, related_name="event"
+    # An intervention's own fields, kept so that a replay is recognised after a retraction.
+    failure_mode = models.ForeignKey(
+        FailureMode,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
     )
-    retracted = models.BooleanField(default=False)
+    intervened_by = models.CharField(max_length=12, blank=True, db_default="")
+    note = models.TextField(blank=True, db_default="")
+    recording = models.CharField(max_length=500, blank=True, db_default="")
+    failure_record = models.ForeignKey(
+        FailureRecord,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        db_constraint=False,
+        db_index=False,
+    )
+    retracted = models.BooleanField(db_default=False)
     received_at = models.DateTimeField(db_default=models.functions.Now())
 
     objects = DeploymentChildQuerySet.as_manager()
@@ -714,7 +743,9 @@ class ProductionEvent(models.Model):
         ordering = ["deployment", "occurred_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["deployment", "event_id"], name="production_event_id_unique"
+                fields=["failure_record"],
+                condition=Q(failure_record__isnull=False),
+                name="production_event_record_unique",
             ),
             models.CheckConstraint(
                 name="production_event_duration_nonnegative",

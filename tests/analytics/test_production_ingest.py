@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -396,3 +396,46 @@ def test_concurrent_identical_batches_are_counted_once():
         == 5
     )
     assert log_rows(world.deployment) == ledger_group_by(world.deployment)
+
+
+def test_a_replay_is_the_same_event_however_it_is_spelled(world_a, manager):
+    first = cycle(world_a, 1)
+    at = datetime.fromisoformat(first["occurred_at"]).astimezone(timezone(timedelta(hours=9)))
+    respelled = {
+        **dict(reversed(list(first.items()))),
+        "occurred_at": at.isoformat(),  # the same instant at another offset
+        "firmware": "4.2.1",  # a field Fieldcraft does not keep
+    }
+    post(manager, [first, intervention(world_a, 1)])
+
+    again = post(manager, [respelled, intervention(world_a, 1, extra="ignored")])
+    changed = post(manager, [cycle(world_a, 1, duration_s=99.0)])
+
+    assert again.status_code == 200, again.content
+    assert again.json()["duplicates"] == 2
+    assert changed.status_code == 409
+    assert changed.json()["event_ids"] == ["c1"]
+
+
+def test_the_column_way_and_the_event_way_give_the_same_rows(world_a):
+    from analytics.services.production.checks import _cycle_rows, _event_rows
+    from analytics.services.production.decode import decode_values
+    from analytics.services.production.errors import IngestResult
+    from analytics.services.production.references import references_resolve
+
+    events = [cycle(world_a, n) for n in range(40)] + [intervention(world_a, n) for n in range(3)]
+    events[7]["policy"] = world_a.policy.slug
+    events[9].pop("duration_s")
+    batch = decode_values(events)
+    errors: list[Any] = []
+    resolved = references_resolve(batch, world_a.operator, None, False, errors, IngestResult())
+
+    by_columns = _cycle_rows(batch, resolved)
+    by_events = _event_rows(batch, resolved, errors)
+
+    assert errors == []
+    assert by_columns is not None
+    assert sorted(zip(by_columns.lines, by_columns.rows, strict=True)) == sorted(
+        zip(by_events.lines, by_events.rows, strict=True)
+    )
+    assert len(by_columns.rows) == 43

@@ -22,32 +22,40 @@ Rules:
   :class:`DeploymentNotFound` (a 404: another organization's deployment is not confirmed).
 * An event more than :data:`FUTURE_TOLERANCE` ahead of the server clock is refused; late and
   out-of-order events are accepted. An event counts on its site-local day (``Site.timezone``).
-* ``(deployment, event_id)`` is unique in the ledger. The same id with the same body (the MD5 of
-  its canonical JSON, ``op`` aside) is a duplicate and changes nothing; the same id with
-  another body is :class:`ProductionConflict` (nothing stored) unless it is a correction.
-* Concurrent batches rely on that constraint: new events go in with ``INSERT … ON CONFLICT DO
-  NOTHING RETURNING`` and only the rows this batch inserted are counted, so a batch that
-  raced an identical one finds its events stored and answers them as duplicates.
+* ``(deployment, event_id)`` is the ledger's key. The same id with the same event (what the
+  ledger keeps of it: kind, time as an instant, condition set, policy, outcome, duration,
+  failure mode, who intervened, note, recording; fields Fieldcraft does not know are ignored)
+  is a duplicate and changes nothing; the same id with another event is
+  :class:`ProductionConflict` (nothing stored) unless it is a correction.
+* Concurrent batches rely on that key: a batch whose COPY meets an id another batch stored
+  meanwhile rolls back to a savepoint, reads and locks the stored events under its ids and
+  answers them as duplicates.
 
-Why the work happens in SQL: a batch is up to 10,000 events and the fleet sends millions a
-day. The raw JSON texts are COPYed into a temporary table as ``jsonb`` (PostgreSQL parses
-them), checked there with one query, the distinct deployments, condition values, failure modes
-and policies are resolved in Python (a handful each), and the ledger, the per-day counts
-(:class:`sites.models.ProductionLog`) and the intervention records are written with a few
-set-based statements. Python never loops over the events on the way that succeeds; only a
-batch PostgreSQL cannot parse is parsed again here to say which line is wrong and why.
+How it stays fast (a batch is up to 10,000 events and a fleet sends millions a day): the batch
+decodes in one msgspec call against the declared shape of an event (:mod:`.decode`); the
+distinct deployments, condition sets, failure modes and policies are resolved once each
+(:mod:`.references`); one pass makes each event its ledger row (:mod:`.checks`); the rows are
+COPYed into the ledger and counted into the day counts (:mod:`.writes`). Only a batch with
+something wrong is decoded again line by line, to name every wrong line and field.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from django.db import connection, transaction
 
 from accounts.models import Organization
-from analytics.services.production.checks import shape_errors, stage
+from analytics.services.production.checks import check_batch
+from analytics.services.production.decode import (
+    Batch,
+    decode_body,
+    decode_json_body,
+    decode_lines,
+    decode_values,
+    jsonl_lines,
+)
 from analytics.services.production.errors import (
     FUTURE_TOLERANCE,
     MAX_ERRORS,
@@ -59,12 +67,7 @@ from analytics.services.production.errors import (
     ProductionConflict,
     ProductionInvalid,
 )
-from analytics.services.production.references import (
-    batch_resolve,
-    drop_repeats,
-    future_check,
-    references_check,
-)
+from analytics.services.production.references import references_resolve
 from analytics.services.production.writes import batch_write
 
 
@@ -76,26 +79,17 @@ def production_ingest(
     create_values: bool = False,
     first_line: int = 1,
 ) -> IngestResult:
-    """Validate a batch of production events and store it whole (see the module docstring).
+    """Validate a batch of production events (parsed JSON values) and store it whole (see the
+    module docstring).
 
     Raises BatchTooLarge, ProductionInvalid, DeploymentNotFound or ProductionConflict; in each
     case nothing is stored.
     """
-    texts = [json.dumps(event) for event in events]
-    return production_ingest_lines(
-        organization=organization,
-        lines=[(first_line + i, text) for i, text in enumerate(texts)],
-        actor=actor,
-        create_values=create_values,
-    )
+    if len(events) > MAX_EVENTS:
+        raise BatchTooLarge(len(events))
+    return _ingest(organization, decode_values(events, first_line), actor, create_values)
 
 
-def jsonl_lines(body: bytes) -> list[tuple[int, bytes]]:
-    """Split a JSON Lines body into (line number, text), leaving blank lines out."""
-    return [(n, line) for n, line in enumerate(body.split(b"\n"), start=1) if line.strip()]
-
-
-@transaction.atomic
 def production_ingest_lines(
     *,
     organization: Organization,
@@ -103,44 +97,74 @@ def production_ingest_lines(
     actor: Any,
     create_values: bool = False,
 ) -> IngestResult:
-    """Ingest events given as JSON texts with their line numbers (JSON Lines, unparsed).
-
-    Raises as :func:`production_ingest`.
-    """
+    """Ingest events given as JSON texts with their line numbers. Raises as
+    :func:`production_ingest`."""
     if len(lines) > MAX_EVENTS:
         raise BatchTooLarge(len(lines))
+    return _ingest(organization, decode_lines(lines), actor, create_values)
+
+
+def production_ingest_body(
+    *,
+    organization: Organization,
+    body: bytes,
+    actor: Any,
+    create_values: bool = False,
+) -> IngestResult:
+    """Ingest a JSON Lines body. Raises as :func:`production_ingest`."""
+    if body.count(b"\n") > MAX_EVENTS:
+        count = len(jsonl_lines(body))
+        if count > MAX_EVENTS:
+            raise BatchTooLarge(count)
+    return production_ingest_batch(
+        organization=organization, batch=decode_body(body), actor=actor, create_values=create_values
+    )
+
+
+def production_ingest_batch(
+    *,
+    organization: Organization,
+    batch: Batch,
+    actor: Any,
+    create_values: bool = False,
+) -> IngestResult:
+    """Ingest decoded events (:func:`decode_json_body`). Raises as :func:`production_ingest`."""
+    if len(batch.events) > MAX_EVENTS:
+        raise BatchTooLarge(len(batch.events))
+    return _ingest(organization, batch, actor, create_values)
+
+
+@transaction.atomic
+def _ingest(
+    organization: Organization, batch: Batch, actor: Any, create_values: bool
+) -> IngestResult:
     result = IngestResult()
-    if not lines:
+    if not batch.events:
         return result
+    errors: list[IngestError] = []
+    resolved = references_resolve(batch, organization, actor, create_values, errors, result)
+    checked = check_batch(batch, resolved, errors)
+    if errors:
+        raise ProductionInvalid(sorted(errors, key=_error_order)[:MAX_ERRORS])
+    result.duplicates += checked.repeats
     with connection.cursor() as cursor:
-        stage(cursor, lines)
-        errors, repeats = shape_errors(cursor)
-        refs = references_check(cursor, organization, actor, create_values, errors, result)
-        if errors:
-            raise ProductionInvalid(sorted(errors, key=_error_order)[:MAX_ERRORS])
-        batch_resolve(cursor, organization, refs)
-        future_check(cursor)
-        if repeats:
-            result.duplicates += drop_repeats(cursor)
-        batch_write(cursor, organization, actor, result)
-        if result.interventions or result.corrected:
-            _recorded_episodes(cursor, actor)
+        added = batch_write(cursor, organization, actor, checked, result)
+        recorded = {row[0] for row in added if row[12]}
+        if recorded:
+            _recorded_episodes(recorded, actor)
     return result
 
 
-def _recorded_episodes(cursor: Any, actor: Any) -> None:
+def _recorded_episodes(deployment_ids: set[int], actor: Any) -> None:
     """Give the batch's new interventions whose recording is at a URI their episodes in the
     deployment's production dataset, in the batch's transaction (an uploaded recording links
     to the same episode later: :mod:`labeling.production`)."""
     from labeling.production import production_episodes_sync
     from sites.models import Deployment
 
-    cursor.execute(
-        "SELECT DISTINCT n.deployment_id FROM production_new n JOIN production_batch b "
-        "USING (deployment_id, event_id) WHERE n.kind = 'intervention' AND b.recording <> ''"
-    )
-    ids = [pk for (pk,) in cursor.fetchall()]
-    for deployment in Deployment.objects.filter(pk__in=ids).select_related("organization"):
+    for deployment in Deployment.objects.filter(pk__in=deployment_ids).select_related(
+        "organization"
+    ):
         production_episodes_sync(deployment=deployment, actor=actor)
 
 
@@ -151,13 +175,17 @@ def _error_order(error: IngestError) -> tuple[int, str]:
 __all__ = [
     "FUTURE_TOLERANCE",
     "MAX_EVENTS",
+    "Batch",
     "BatchTooLarge",
     "DeploymentNotFound",
     "IngestError",
     "IngestResult",
     "ProductionConflict",
     "ProductionInvalid",
+    "decode_json_body",
     "jsonl_lines",
     "production_ingest",
+    "production_ingest_batch",
+    "production_ingest_body",
     "production_ingest_lines",
 ]

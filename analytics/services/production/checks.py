@@ -1,256 +1,326 @@
-"""Staging a batch of JSON texts in PostgreSQL and checking the shape of every event."""
+"""Checking a decoded batch and turning it into ledger rows.
+
+One pass over the events does what the declaration of :class:`~.decode.Event` cannot: the
+fields each kind of event needs, the time (ISO-8601 with an offset, not too far ahead), the
+site-local day it counts on, its condition set, and ids sent twice in one batch. The distinct
+names a batch uses (deployments, condition sets, failure modes, policies) are resolved before,
+once each (:mod:`.references`).
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
-import psycopg
-from django.db import DatabaseError, transaction
+from analytics.services.production.decode import (
+    EXPECTED,
+    FIRST_YEAR,
+    LAST_YEAR,
+    Batch,
+    Event,
+    nul_message,
+    parse_time,
+)
+from analytics.services.production.errors import FUTURE_TOLERANCE, IngestError
 
-from accounts.parsers import first_lone_surrogate, first_string_where
-from analytics.services.production.errors import MAX_ERRORS, IngestError, ProductionInvalid
+# A ledger row: what an event counts as. Two events are the same event when these agree.
+ROW = (
+    "deployment_id",
+    "event_id",
+    "kind",
+    "occurred_at",
+    "day",
+    "condition_set_id",
+    "policy",
+    "failed",
+    "duration_seconds",
+    "failure_mode_id",
+    "intervened_by",
+    "note",
+    "recording",
+)
+CYCLE_COLUMNS = 9  # a cycle's row ends with its duration; the rest are an intervention's
+CYCLE_REST = (None, "", "", "")  # what a cycle's row holds in an intervention's columns
 
-# --- staging ---------------------------------------------------------------------------------
+_QUARTER_HOUR = 900  # every UTC offset in use is a whole number of quarter hours
 
 
-def _copy_escape(text: bytes) -> bytes:
-    # COPY's text format: backslash escapes, tab separates, newline ends a row.
-    return text.replace(b"\\", b"\\\\").replace(b"\t", b"\\t").replace(b"\r", b"\\r")
+@dataclass
+class Checked:
+    """A batch as rows: new events, and the retractions and corrections it asks for."""
+
+    rows: list[tuple[Any, ...]] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)  # the line of each row
+    ops: list[str] = field(default_factory=list)  # "" (new), "retract" or "correct", per row
+    repeats: int = 0  # identical copies of an event within the batch, dropped
 
 
-def stage(cursor: Any, lines: Sequence[tuple[int, str | bytes]]) -> None:
-    cursor.execute(
-        "DROP TABLE IF EXISTS pg_temp.production_stage, pg_temp.production_batch, "
-        "pg_temp.production_new"
-    )
-    cursor.execute("CREATE TEMP TABLE production_stage (line int, body jsonb) ON COMMIT DROP")
-    payload = b"".join(
-        b"%d\t%s\n" % (n, _copy_escape(text if isinstance(text, bytes) else text.encode()))
-        for n, text in lines
-    )
+@dataclass
+class Resolved:
+    """The batch's names, resolved: deployment slug -> (id, zone), and so on."""
+
+    deployments: dict[str, tuple[int, ZoneInfo]]
+    condition_sets: dict[bytes, int]  # the conditions' JSON text as sent -> condition set id
+    failure_modes: dict[str, int]
+
+
+class _LocalDays:
+    """The site-local day of an instant, per deployment, cached by quarter hour."""
+
+    def __init__(self) -> None:
+        self._days: dict[tuple[int, int], date] = {}
+
+    def day(self, deployment_id: int, zone: ZoneInfo, at: datetime) -> date:
+        key = (deployment_id, int(at.timestamp()) // _QUARTER_HOUR)
+        day = self._days.get(key)
+        if day is None:
+            day = self._days[key] = at.astimezone(zone).date()
+        return day
+
+
+def check_batch(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> Checked:
+    """Rows for the batch's events; appends to ``errors`` what is wrong with each.
+
+    A batch of new events whose cycles are all well formed takes the column-wise way
+    (:func:`_cycle_rows`); anything else goes event by event (:func:`_event_rows`), which
+    says what is wrong. Both give the same rows.
+    """
+    if not batch.maybe_nul and not any(event.op for event in batch.events):
+        checked = _cycle_rows(batch, resolved)
+        if checked is not None:
+            return checked
+    return _event_rows(batch, resolved, errors)
+
+
+def _cycle_rows(batch: Batch, resolved: Resolved) -> Checked | None:
+    """The rows of a batch of new events, built a column at a time (the cycles; the few
+    interventions event by event), or None when any event needs a closer look."""
+    events = batch.events
+    texts = batch.condition_texts()
+    kinds = [event.kind for event in events]
+    others_at = [i for i, kind in enumerate(kinds) if kind != "cycle"]
+    others = [events[i] for i in others_at]
+    if others:
+        keep = set(others_at)
+        cycles = [event for i, event in enumerate(events) if i not in keep]
+        texts = [text for i, text in enumerate(texts) if i not in keep]
+    else:
+        cycles = events
     try:
-        with (
-            transaction.atomic(),
-            cursor.copy("COPY production_stage (line, body) FROM STDIN") as copy,
+        ats = list(map(datetime.fromisoformat, [event.occurred_at for event in cycles]))  # type: ignore[arg-type]
+        if ats and (
+            any(at.tzinfo is None for at in ats)
+            or min(ats).year < FIRST_YEAR
+            or max(ats) > datetime.now(UTC) + FUTURE_TOLERANCE
+            or max(ats).year > LAST_YEAR
         ):
-            copy.write(payload)
-    except (psycopg.Error, DatabaseError) as exc:
-        errors = _parse_errors(lines)
-        if not errors:
-            errors = [IngestError(None, "", f"PostgreSQL refused the batch: {_first_line(exc)}")]
-        raise ProductionInvalid(errors[:MAX_ERRORS]) from exc
+            return None
+        slugs = [event.deployment for event in cycles]
+        deployment_ids = [resolved.deployments[slug][0] for slug in slugs]
+        sets = resolved.condition_sets
+        set_ids = [sets[text] for text in texts]
+    except (TypeError, ValueError, KeyError):  # no time, no offset, an unknown set
+        return None
+    outcomes = [event.outcome for event in cycles]
+    if None in outcomes:
+        return None
+    zones = dict(resolved.deployments.values())
+    days: dict[tuple[int, int], date] = {}
+    local = []
+    for deployment_id, at in zip(deployment_ids, ats, strict=True):
+        key = (deployment_id, int(at.timestamp()) // _QUARTER_HOUR)
+        day = days.get(key)
+        if day is None:
+            day = days[key] = at.astimezone(zones[deployment_id]).date()
+        local.append(day)
+    rows: list[tuple[Any, ...]] = list(
+        zip(
+            deployment_ids,
+            [event.event_id for event in cycles],
+            [event.kind for event in cycles],
+            ats,
+            local,
+            set_ids,
+            [event.policy or "" for event in cycles],
+            [outcome == "failure" for outcome in outcomes],
+            [event.duration_s for event in cycles],
+            strict=True,
+        )
+    )
+    lines = list(batch.lines)
+    if others:
+        rest = _event_rows(Batch(others, [lines[i] for i in others_at]), resolved, [])
+        if len(rest.rows) != len(others):
+            return None
+        keep = set(others_at)
+        lines = [line for i, line in enumerate(lines) if i not in keep] + rest.lines
+        rows += rest.rows
+    if len(set(zip([row[0] for row in rows], [row[1] for row in rows], strict=True))) != len(rows):
+        return None  # an id twice in the batch
+    return Checked(rows=rows, lines=lines, ops=[""] * len(rows))
 
 
-def _first_line(exc: Exception) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+def _event_rows(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> Checked:
+    """Rows for the batch's events one by one, with what is wrong with each."""
+    out = Checked()
+    deployments = resolved.deployments
+    condition_sets = resolved.condition_sets
+    modes = resolved.failure_modes
+    latest = datetime.now(UTC) + FUTURE_TOLERANCE
+    days = _LocalDays()
+    seen: dict[tuple[int, str], int] = {}
+    rows, lines, ops = out.rows, out.lines, out.ops
+    for event, line in zip(batch.events, batch.lines, strict=True):
+        deployment_id, zone = deployments[event.deployment]
+        op = event.op or ""
+        if op == "retract":
+            row: tuple[Any, ...] = (deployment_id, event.event_id)
+        else:
+            row_or_none = _row(event, line, deployment_id, zone, condition_sets, modes, days)
+            if isinstance(row_or_none, list):
+                errors += row_or_none
+                continue
+            row = row_or_none
+            if row[3] > latest:
+                errors.append(_future(line, row[3]))
+                continue
+        key = (deployment_id, event.event_id)
+        first = seen.setdefault(key, len(rows))
+        if first != len(rows):
+            if rows[first] == row and ops[first] == op:
+                out.repeats += 1
+            else:
+                errors.append(
+                    IngestError(
+                        line,
+                        "event_id",
+                        f"{event.event_id!r} is also on line {lines[first]} with a different "
+                        "body; send one version of an event per batch",
+                    )
+                )
+            continue
+        rows.append(row)
+        lines.append(line)
+        ops.append(op)
+    if batch.maybe_nul:
+        errors += _nul_errors(batch)
+    return out
 
 
-def _parse_errors(lines: Sequence[tuple[int, str | bytes]]) -> list[IngestError]:
-    """Say which lines PostgreSQL could not take as JSON, and why (the slow path)."""
-    errors: list[IngestError] = []
-    for n, raw in lines:
-        try:
-            text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        except UnicodeDecodeError as exc:
-            errors.append(
-                IngestError(n, "", f"is not UTF-8 text ({exc.reason} at byte {exc.start})")
+def _row(
+    event: Event,
+    line: int,
+    deployment_id: int,
+    zone: ZoneInfo,
+    condition_sets: dict[bytes, int],
+    modes: dict[str, int],
+    days: _LocalDays,
+) -> tuple[Any, ...] | list[IngestError]:
+    kind = event.kind
+    at = parse_time(event.occurred_at) if event.occurred_at is not None else None
+    set_id = condition_sets.get(bytes(event.conditions))
+    if kind == "cycle":
+        if at is not None and set_id is not None and event.outcome is not None:
+            return (
+                deployment_id,
+                event.event_id,
+                kind,
+                at,
+                days.day(deployment_id, zone, at),
+                set_id,
+                event.policy or "",
+                event.outcome == "failure",
+                event.duration_s,
             )
-            continue
-        if "\x00" in text:
-            errors.append(IngestError(n, "", _nul_message("the line")))
-            continue
-        try:
-            value = json.loads(text, parse_constant=_refuse_constant)
-        except ValueError as exc:
-            errors.append(IngestError(n, "", f"is not valid JSON: {exc}"))
-            continue
-        where = first_string_where(value, lambda s: "\x00" in s)
-        if where is not None:
-            errors.append(IngestError(n, where, _nul_message(where)))
-            continue
-        where = first_lone_surrogate(value)
-        if where is not None:
-            errors.append(
-                IngestError(n, where, "holds a lone UTF-16 surrogate; send valid Unicode")
+    elif kind == "intervention":
+        mode_id = modes.get(event.failure_mode) if event.failure_mode is not None else None
+        if at is not None and set_id is not None and mode_id and event.intervened_by:
+            return (
+                deployment_id,
+                event.event_id,
+                kind,
+                at,
+                days.day(deployment_id, zone, at),
+                set_id,
+                event.policy or "",
+                False,
+                None,
+                mode_id,
+                event.intervened_by,
+                event.note or "",
+                event.recording or "",
             )
+    return _row_errors(event, line, at, set_id)
+
+
+def _row_errors(
+    event: Event, line: int, at: datetime | None, set_id: int | None
+) -> list[IngestError]:
+    """What stops an event from being a row (a missing field, a bad time)."""
+    errors = []
+    if event.kind is None:
+        errors.append(IngestError(line, "kind", EXPECTED["kind"]))
+    if at is None:
+        errors.append(IngestError(line, "occurred_at", EXPECTED["occurred_at"]))
+    if event.kind is not None and set_id is None and bytes(event.conditions) == b"null":
+        errors.append(IngestError(line, "conditions", EXPECTED["conditions"]))
+    if event.kind == "cycle" and event.outcome is None:
+        errors.append(IngestError(line, "outcome", EXPECTED["outcome"]))
+    if event.kind == "intervention":
+        if event.failure_mode is None:
+            errors.append(IngestError(line, "failure_mode", EXPECTED["failure_mode"]))
+        if event.intervened_by is None:
+            errors.append(IngestError(line, "intervened_by", EXPECTED["intervened_by"]))
+    # Unknown condition values and failure modes were named once each by the references.
     return errors
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def _nul_message(where: str) -> str:
-    return f"{where} contains a NUL character (U+0000), which cannot be stored; remove it"
-
-
-# --- shape -----------------------------------------------------------------------------------
-
-# Strict ISO-8601 with an offset, in the range PostgreSQL parses without raising; the day of
-# the month is checked against the month's length separately.
-_ISO = (
-    r"^(19|20)[0-9]{2}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])[Tt ]([01][0-9]|2[0-3])"
-    r":[0-5][0-9](:[0-5][0-9](\.[0-9]{1,9})?)?([Zz]|[+-](0[0-9]|1[0-5])(:?[0-5][0-9])?)$"
-)
-_TIME_EXPECTED = "expected an ISO-8601 time with a UTC offset, e.g. 2026-11-30T14:05:00+01:00"
-_VALID_TIME = (
-    f"(jsonb_typeof(body->'occurred_at') = 'string' AND body->>'occurred_at' ~ '{_ISO}' "
-    "AND (substr(body->>'occurred_at', 9, 2) < '29' "
-    "OR substr(body->>'occurred_at', 9, 2)::int <= extract(day from make_date("
-    "substr(body->>'occurred_at', 1, 4)::int, substr(body->>'occurred_at', 6, 2)::int, 1)"
-    " + interval '1 month - 1 day')))"
-)
-# (field, message, condition that makes the event wrong). Each condition is guarded so that no
-# input makes the query itself fail. ``op``: '' for a new event.
-OP = "coalesce(body->>'op', '')"
-EVENT = f"jsonb_typeof(body) = 'object' AND {OP} <> 'retract'"
-_CYCLE = f"{EVENT} AND body->>'kind' = 'cycle'"
-INTERVENTION = f"{EVENT} AND body->>'kind' = 'intervention'"
-
-
-def _string_check(key: str, max_length: int, *, required: bool, when: str) -> str:
-    present = f"body ? '{key}' AND body->'{key}' <> 'null'::jsonb"
-    wrong = (
-        f"(jsonb_typeof(body->'{key}') IS DISTINCT FROM 'string' "
-        f"OR length(body->>'{key}') NOT BETWEEN 1 AND {max_length})"
+def _future(line: int, at: datetime) -> IngestError:
+    minutes = round((at - datetime.now(UTC)).total_seconds() / 60)
+    tolerance = int(FUTURE_TOLERANCE.total_seconds() // 60)
+    return IngestError(
+        line,
+        "occurred_at",
+        f"is {minutes} minutes in the future (beyond the tolerance of {tolerance} minutes); "
+        "check the robot's clock",
     )
-    if required:
-        return f"{when} AND {wrong}"
-    return f"{when} AND {present} AND {wrong}"
 
 
-_CHECKS: list[tuple[str, str, str]] = [
-    ("", "expected a JSON object (one event)", "jsonb_typeof(body) <> 'object'"),
-    (
-        "event_id",
-        "expected the event's id: a string of 1 to 100 characters",
-        _string_check("event_id", 100, required=True, when="jsonb_typeof(body) = 'object'"),
-    ),
-    (
-        "deployment",
-        "expected a deployment's slug (a string)",
-        _string_check("deployment", 64, required=True, when="jsonb_typeof(body) = 'object'"),
-    ),
-    (
-        "op",
-        'expected "retract" or "correct" (or no op for a new event)',
-        "jsonb_typeof(body) = 'object' AND body ? 'op' AND (jsonb_typeof(body->'op') "
-        "IS DISTINCT FROM 'string' OR body->>'op' NOT IN ('retract', 'correct'))",
-    ),
-    (
-        "kind",
-        'expected "cycle" or "intervention"',
-        f"{EVENT} AND (jsonb_typeof(body->'kind') IS DISTINCT FROM 'string' "
-        "OR body->>'kind' NOT IN ('cycle', 'intervention'))",
-    ),
-    ("occurred_at", _TIME_EXPECTED, f"{EVENT} AND NOT coalesce({_VALID_TIME}, false)"),
-    (
-        "conditions",
-        'expected an object of {"<dimension slug>": "<value slug>"} strings, at least one '
-        "(the cell the event counts in)",
-        # (that the values are strings is checked per distinct set, in references_check)
-        f"{EVENT} AND body->>'kind' IN ('cycle', 'intervention') AND "
-        "(jsonb_typeof(body->'conditions') IS DISTINCT FROM 'object' "
-        "OR body->'conditions' = '{}'::jsonb)",
-    ),
-    (
-        "policy",
-        "expected a policy version's slug (a string)",
-        _string_check(
-            "policy",
-            64,
-            required=False,
-            when=f"{EVENT} AND body->>'kind' IN ('cycle', 'intervention')",
-        ),
-    ),
-    (
-        "outcome",
-        'expected "success" or "failure"',
-        f"{_CYCLE} AND (jsonb_typeof(body->'outcome') IS DISTINCT FROM 'string' "
-        "OR body->>'outcome' NOT IN ('success', 'failure'))",
-    ),
-    (
-        "duration_s",
-        "expected a number of seconds",
-        f"{_CYCLE} AND body ? 'duration_s' AND body->'duration_s' <> 'null'::jsonb "
-        "AND jsonb_typeof(body->'duration_s') <> 'number'",
-    ),
-    (
-        "duration_s",
-        "must not be negative",
-        f"{_CYCLE} AND jsonb_typeof(body->'duration_s') = 'number' "
-        "AND (body->'duration_s')::numeric < 0",
-    ),
-    (
-        "duration_s",
-        "is implausibly long (over 10^9 seconds)",
-        f"{_CYCLE} AND jsonb_typeof(body->'duration_s') = 'number' "
-        "AND (body->'duration_s')::numeric > 1e9",
-    ),
-    (
-        "failure_mode",
-        "expected a failure mode's code (a string)",
-        _string_check("failure_mode", 100, required=True, when=INTERVENTION),
-    ),
-    (
-        "intervened_by",
-        'expected "harness" or "person"',
-        f"{INTERVENTION} AND (jsonb_typeof(body->'intervened_by') IS DISTINCT FROM 'string' "
-        "OR body->>'intervened_by' NOT IN ('harness', 'person'))",
-    ),
-    (
-        "note",
-        "expected text",
-        f"{INTERVENTION} AND body ? 'note' AND body->'note' <> 'null'::jsonb "
-        "AND jsonb_typeof(body->'note') <> 'string'",
-    ),
-    (
-        "recording",
-        "expected a recording's URI or upload id: a string of at most 500 characters",
-        _string_check("recording", 500, required=False, when=INTERVENTION),
-    ),
-]
+_TEXT_FIELDS = (
+    "event_id",
+    "deployment",
+    "occurred_at",
+    "policy",
+    "failure_mode",
+    "note",
+    "recording",
+)
 
 
-def shape_errors(cursor: Any) -> tuple[list[IngestError], bool]:
-    """Every field that does not have the shape the event needs, ids sent twice with
-    different bodies, and whether any id was sent twice at all."""
-    # One pass that only finds the bad lines (the usual answer: none), then the detail.
-    any_bad = " OR ".join(f"({condition})" for _f, _m, condition in _CHECKS)
-    cursor.execute(f"SELECT line FROM production_stage WHERE {any_bad} LIMIT {MAX_ERRORS}")
-    bad_lines = [line for (line,) in cursor.fetchall()]
-    errors: list[IngestError] = []
-    if bad_lines:
-        values = ", ".join(f"(%s, %s, {condition})" for _f, _m, condition in _CHECKS)
-        params = [p for f, m, _c in _CHECKS for p in (f, m)]
-        cursor.execute(
-            f"SELECT s.line, c.field, c.message FROM production_stage s "
-            f"CROSS JOIN LATERAL (VALUES {values}) AS c(field, message, bad) "
-            f"WHERE s.line = ANY(%s) AND c.bad ORDER BY s.line",
-            [*params, bad_lines],
-        )
-        errors = [IngestError(line, f, m) for line, f, m in cursor.fetchall()]
-    # One id twice in a batch with different bodies: which of them is meant is unknowable.
-    cursor.execute(
-        "WITH twice AS (SELECT body->>'deployment' AS deployment, body->>'event_id' AS event_id "
-        "FROM production_stage GROUP BY 1, 2 HAVING count(*) > 1) "
-        "SELECT t.event_id, array_agg(s.line ORDER BY s.line), "
-        "array_agg(md5(s.body::text) ORDER BY s.line) FROM production_stage s JOIN twice t "
-        "ON s.body->>'deployment' = t.deployment AND s.body->>'event_id' = t.event_id "
-        "WHERE jsonb_typeof(s.body->'event_id') = 'string' GROUP BY t.deployment, t.event_id"
-    )
-    twice = cursor.fetchall()
-    for event_id, lines, digests in twice:
-        errors += [
-            IngestError(
-                line,
-                "event_id",
-                f"{event_id!r} is also on line {lines[0]} with a different body; "
-                "send one version of an event per batch",
-            )
-            for line, digest in zip(lines[1:], digests[1:], strict=True)
-            if digest != digests[0]
-        ]
-    return errors, bool(twice)
+def _nul_errors(batch: Batch) -> list[IngestError]:
+    """The fields holding a NUL character (condition sets are checked when resolved)."""
+    errors = []
+    for event, line in zip(batch.events, batch.lines, strict=True):
+        for name in _TEXT_FIELDS:
+            value = getattr(event, name)
+            if value is not None and "\x00" in value:
+                errors.append(IngestError(line, name, nul_message(name)))
+    return errors
+
+
+def first_lines(batch: Batch, names: Sequence[Any], attribute: str) -> dict[Any, tuple[int, int]]:
+    """{name: (events carrying it, first line)} for the given values of an attribute (for
+    error messages; it scans the batch, so it is only called when something is wrong)."""
+    wanted = set(names)
+    out: dict[str, tuple[int, int]] = {}
+    for event, line in zip(batch.events, batch.lines, strict=True):
+        value = getattr(event, attribute)
+        if attribute == "conditions":
+            value = bytes(value)
+        if value in wanted:
+            count, first = out.get(value, (0, line))
+            out[value] = (count + 1, first)
+    return out

@@ -1,134 +1,167 @@
-"""Resolving a batch's deployments, condition values, failure modes and policies."""
+"""Resolving a batch's deployments, condition values, failure modes and policies: each distinct
+name once, and every unknown one named once with how many events carry it."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from collections import Counter
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from accounts.models import Organization
 from accounts.services import audit_record
 from analytics.models import PolicyVersion
-from analytics.services.production.checks import EVENT, INTERVENTION, OP
+from analytics.services.production.checks import Resolved, first_lines
+from analytics.services.production.decode import Batch, conditions_of
 from analytics.services.production.errors import (
-    FUTURE_TOLERANCE,
-    MAX_ERRORS,
     SHOWN_KNOWN,
     DeploymentNotFound,
     IngestError,
     IngestResult,
-    ProductionInvalid,
 )
 from labeling.importers.writes import create_value
 from sites.models import ConditionValue, Deployment, FailureMode
 from sites.services import condition_lookup, condition_sets_intern
 
-# --- references ------------------------------------------------------------------------------
 
-
-@dataclass
-class _Refs:
-    deployments: dict[str, tuple[int, str]] = field(default_factory=dict)  # slug -> id, tz
-    set_of: dict[str, list[int]] = field(default_factory=dict)  # conditions text -> value ids
-    failure_modes: dict[str, int] = field(default_factory=dict)
-
-
-def references_check(
-    cursor: Any,
+def references_resolve(
+    batch: Batch,
     organization: Organization,
     actor: Any,
     create_values: bool,
     errors: list[IngestError],
     result: IngestResult,
-) -> _Refs:
-    """Resolve the distinct deployments, condition values, failure modes and policies.
+) -> Resolved:
+    """Resolve the batch's distinct names within the organization.
 
     Appends an error per unknown name (with its count) to ``errors``; raises
-    DeploymentNotFound for deployments the organization does not have.
+    DeploymentNotFound for deployments the organization does not have (nothing is confirmed
+    about another organization's).
     """
-    # One pass, one group per distinct name (GROUPING tells which set a row belongs to).
-    cursor.execute(
-        "SELECT grouping(dep, mode, policy, cond), coalesce(dep, mode, policy, cond), "
-        "count(*), min(line) FROM (SELECT line, CASE WHEN jsonb_typeof(body->'deployment') = "
-        "'string' THEN body->>'deployment' END AS dep, "
-        f"CASE WHEN {INTERVENTION} AND jsonb_typeof(body->'failure_mode') = 'string' "
-        "THEN body->>'failure_mode' END AS mode, "
-        f"CASE WHEN {EVENT} AND jsonb_typeof(body->'policy') = 'string' "
-        "THEN body->>'policy' END AS policy, "
-        f"CASE WHEN {EVENT} AND body->>'kind' IN ('cycle', 'intervention') "
-        "AND jsonb_typeof(body->'conditions') = 'object' THEN (body->'conditions')::text "
-        "END AS cond FROM production_stage) s "
-        "GROUP BY GROUPING SETS ((dep), (mode), (policy), (cond))"
-    )
-    names = {0b0111: "deployment", 0b1011: "failure_mode", 0b1101: "policy", 0b1110: "set"}
-    rows: dict[str, list[tuple[str, int, int]]] = {}
-    for which, name, count, line in cursor.fetchall():
-        if name is not None:
-            rows.setdefault(names[which], []).append((name, count, line))
-    refs = _Refs()
-    slugs = {name for name, _c, _l in rows.get("deployment", [])}
-    for dep_id, slug, tz in Deployment.objects.filter(
-        organization=organization, slug__in=slugs
-    ).values_list("pk", "slug", "site__timezone"):
-        refs.deployments[slug] = (dep_id, tz)
-    missing = sorted(slugs - set(refs.deployments))
+    events = batch.events
+    slugs = {event.deployment for event in events}
+    deployments = {
+        slug: (pk, ZoneInfo(tz))
+        for pk, slug, tz in Deployment.objects.filter(
+            organization=organization, slug__in=slugs
+        ).values_list("pk", "slug", "site__timezone")
+    }
+    missing = sorted(slugs - set(deployments))
     if missing:
         raise DeploymentNotFound(missing)
-
-    sets = [(json.loads(text), text, count, line) for text, count, line in rows.get("set", [])]
-    pairs: dict[tuple[str, str], tuple[int, int]] = {}
-    for conditions, _text, count, line in sets:
-        for key, value in conditions.items():
-            if not isinstance(value, str):
-                message = f"expected a value slug (a string) ({count} events, first on line {line})"
-                errors.append(IngestError(line, f"conditions.{key}", message))
-                continue
-            seen = pairs.get((key, value), (0, line))
-            pairs[(key, value)] = (seen[0] + count, min(seen[1], line))
-    value_ids, result.created_values = _condition_values(
-        organization,
-        actor,
-        [(key, value, count, line) for (key, value), (count, line) in pairs.items()],
-        create_values,
-        errors,
+    sets = Counter(batch.condition_texts())
+    sets.pop(b"null", None)  # no conditions at all: an error of the event's own (or a retraction)
+    condition_sets = _condition_sets(
+        batch, organization, actor, create_values, sets, errors, result
     )
-    for conditions, text, _count, _line in sets:
-        if all(pair in value_ids for pair in conditions.items()):
-            refs.set_of[text] = [value_ids[pair] for pair in conditions.items()]
-
-    codes = rows.get("failure_mode", [])
+    counted = [event for event in events if event.op != "retract"]
+    modes = {
+        event.failure_mode
+        for event in counted
+        if event.kind == "intervention" and event.failure_mode is not None
+    }
     known_modes = dict(
         FailureMode.objects.filter(organization=organization).values_list("code", "pk")
     )
-    for code, count, line in codes:
-        if code in known_modes:
-            refs.failure_modes[code] = known_modes[code]
-        else:
-            errors.append(
-                IngestError(
-                    line, "failure_mode", _unknown("failure mode", code, count, line, known_modes)
-                )
-            )
-    policies = rows.get("policy", [])
-    known_policies = set(
-        PolicyVersion.objects.filter(organization=organization).values_list("slug", flat=True)
+    unknown = sorted(code for code in modes if code not in known_modes)
+    for code, (count, line) in (
+        first_lines(batch, unknown, "failure_mode") if unknown else {}
+    ).items():
+        message = _unknown("failure mode", code, count, line, known_modes)
+        errors.append(IngestError(line, "failure_mode", message))
+    policies = {event.policy for event in counted if event.policy is not None}
+    if policies:
+        known_policies = set(
+            PolicyVersion.objects.filter(organization=organization).values_list("slug", flat=True)
+        )
+        unknown = sorted(policies - known_policies)
+        for slug, (count, line) in (
+            first_lines(batch, unknown, "policy") if unknown else {}
+        ).items():
+            message = _unknown("policy version", slug, count, line, known_policies)
+            errors.append(IngestError(line, "policy", message))
+    return Resolved(
+        deployments=deployments,
+        condition_sets=condition_sets,
+        failure_modes={code: known_modes[code] for code in modes if code in known_modes},
     )
-    for slug, count, line in policies:
-        if slug not in known_policies:
-            errors.append(
-                IngestError(
-                    line, "policy", _unknown("policy version", slug, count, line, known_policies)
+
+
+def _condition_sets(
+    batch: Batch,
+    organization: Organization,
+    actor: Any,
+    create_values: bool,
+    sets: Counter[bytes],
+    errors: list[IngestError],
+    result: IngestResult,
+) -> dict[bytes, int]:
+    """{conditions text as sent: condition set id} for every set whose values are known."""
+    firsts: dict[bytes, tuple[int, int]] = {}
+
+    def first(text: bytes) -> tuple[int, int]:
+        if not firsts:
+            firsts.update(first_lines(batch, list(sets), "conditions"))
+        return firsts[text]
+
+    parsed: dict[bytes, dict[str, str]] = {}
+    pairs: dict[tuple[str, str], list[bytes]] = {}
+    for text in sets:
+        conditions, problems = conditions_of(text)
+        if problems:
+            count, line = first(text)
+            for where, message in problems:
+                errors.append(
+                    IngestError(
+                        line,
+                        where,
+                        f"{message} ({_events(count)}, first on line {line})"
+                        if count > 1
+                        else message,
+                    )
                 )
+            continue
+        assert conditions is not None
+        parsed[text] = conditions
+        for pair in conditions.items():
+            pairs.setdefault(pair, []).append(text)
+    if not parsed:
+        return {}
+    unresolved: list[tuple[str, str, int, int]] = []
+    value_ids: dict[tuple[str, str], int] = {}
+    lookup = condition_lookup(organization=organization)
+    for dim, value in pairs:
+        value_id = lookup.value_id(dim, value) if lookup.dimension(dim) is not None else None
+        if value_id is None:
+            texts = pairs[(dim, value)]
+            lines = [first(text) for text in texts]
+            unresolved.append(
+                (dim, value, sum(c for c, _l in lines), min(line for _c, line in lines))
             )
-    return refs
+        else:
+            value_ids[(dim, value)] = value_id
+    if unresolved:
+        created, result.created_values = _condition_values(
+            organization, actor, unresolved, create_values, errors
+        )
+        value_ids.update(created)
+    combinations = {
+        text: [value_ids[pair] for pair in conditions.items()]
+        for text, conditions in parsed.items()
+        if all(pair in value_ids for pair in conditions.items())
+    }
+    set_ids = condition_sets_intern(organization=organization, combinations=combinations.values())
+    return {text: set_ids[tuple(sorted(set(ids)))] for text, ids in combinations.items()}
+
+
+def _events(count: int) -> str:
+    return f"{count} event{'s' if count != 1 else ''}"
 
 
 def _unknown(what: str, name: str, count: int, line: int, known: Any) -> str:
     shown = sorted(known)[:SHOWN_KNOWN]
     more = f" and {len(known) - len(shown)} more" if len(known) > len(shown) else ""
-    events = f"{count} event{'s' if count != 1 else ''}"
     return (
-        f"unknown {what} {name!r} ({events}, first on line {line}); "
+        f"unknown {what} {name!r} ({_events(count)}, first on line {line}); "
         f"known: {', '.join(shown) or 'none defined'}{more}"
     )
 
@@ -173,71 +206,3 @@ def _condition_values(
             continue
         out[(dim, value)] = value_id
     return out, created
-
-
-def batch_resolve(cursor: Any, organization: Organization, refs: _Refs) -> None:
-    """Build the batch: every event with its deployment, day, condition set and codes."""
-    set_ids = condition_sets_intern(organization=organization, combinations=refs.set_of.values())
-    conditions = list(refs.set_of)
-    condition_set = [set_ids[tuple(sorted(set(refs.set_of[c])))] for c in conditions]
-    slugs = list(refs.deployments)
-    cursor.execute(
-        "CREATE TEMP TABLE production_batch ON COMMIT DROP AS "
-        "SELECT s.line, d.id AS deployment_id, s.body->>'event_id' AS event_id, "
-        f"{OP} AS op, s.body->>'kind' AS kind, md5((s.body - 'op')::text) AS digest, "
-        "t.at AS occurred_at, (t.at AT TIME ZONE d.tz)::date AS day, "
-        "cs.set_id AS condition_set_id, coalesce(s.body->>'policy', '') AS policy, "
-        "coalesce(s.body->>'outcome' = 'failure', false) AS failed, "
-        "CASE WHEN s.body->>'kind' = 'cycle' AND jsonb_typeof(s.body->'duration_s') = 'number' "
-        "THEN (s.body->>'duration_s')::float8 END AS duration, fm.id AS failure_mode_id, "
-        "coalesce(s.body->>'intervened_by', 'person') AS intervened_by, "
-        "coalesce(s.body->>'note', '') AS notes, coalesce(s.body->>'recording', '') AS recording "
-        "FROM production_stage s "
-        "JOIN unnest(%s::text[], %s::int[], %s::text[]) AS d(slug, id, tz) "
-        "ON d.slug = s.body->>'deployment' "
-        "CROSS JOIN LATERAL (SELECT CASE WHEN coalesce(s.body->>'op', '') <> 'retract' "
-        "THEN (s.body->>'occurred_at')::timestamptz END AS at) t "
-        "LEFT JOIN unnest(%s::text[], %s::int[]) AS cs(conditions, set_id) "
-        "ON cs.conditions::jsonb = s.body->'conditions' "
-        "LEFT JOIN unnest(%s::text[], %s::int[]) AS fm(code, id) "
-        "ON fm.code = s.body->>'failure_mode' AND s.body->>'kind' = 'intervention'",
-        [
-            slugs,
-            [refs.deployments[s][0] for s in slugs],
-            [refs.deployments[s][1] for s in slugs],
-            conditions,
-            condition_set,
-            list(refs.failure_modes),
-            list(refs.failure_modes.values()),
-        ],
-    )
-
-
-def future_check(cursor: Any) -> None:
-    """Refuse events ahead of the server clock by more than FUTURE_TOLERANCE."""
-    cursor.execute(
-        "SELECT line, round(extract(epoch FROM occurred_at - now()) / 60) FROM production_batch "
-        "WHERE occurred_at > now() + %s ORDER BY line LIMIT %s",
-        [FUTURE_TOLERANCE, MAX_ERRORS],
-    )
-    tolerance = int(FUTURE_TOLERANCE.total_seconds() // 60)
-    errors = [
-        IngestError(
-            line,
-            "occurred_at",
-            f"is {int(minutes)} minutes in the future (beyond the tolerance of {tolerance} "
-            "minutes); check the robot's clock",
-        )
-        for line, minutes in cursor.fetchall()
-    ]
-    if errors:
-        raise ProductionInvalid(errors)
-
-
-def drop_repeats(cursor: Any) -> int:
-    """Keep the first of identical copies of an event within the batch; return how many went."""
-    cursor.execute(
-        "DELETE FROM production_batch b USING production_batch f "
-        "WHERE f.deployment_id = b.deployment_id AND f.event_id = b.event_id AND f.line < b.line"
-    )
-    return int(cursor.rowcount)

@@ -1,10 +1,23 @@
-"""Writing a checked batch: the ledger, the day counts and the intervention records."""
+"""Writing a checked batch: the ledger, the day counts and the intervention records.
+
+The usual batch is all new events. Its rows are COPYed straight into the ledger, whose
+primary key (deployment, event id) is the idempotency check: no lookup first. If any id is
+already there (a replay, a batch racing an identical one), or the batch retracts or corrects,
+the COPY is rolled back to its savepoint and the batch goes the careful way: the stored events
+under its ids are read and locked, each event is classified (duplicate, conflict, retraction,
+correction, new) and only the new ones are inserted.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any
 
+import psycopg
+from django.db import transaction
+
 from accounts.models import Organization
+from analytics.services.production.checks import CYCLE_COLUMNS, CYCLE_REST, ROW, Checked
 from analytics.services.production.errors import (
     MAX_ERRORS,
     IngestError,
@@ -13,190 +26,307 @@ from analytics.services.production.errors import (
     ProductionInvalid,
 )
 
-# --- writes ----------------------------------------------------------------------------------
-
-_LEDGER_COLUMNS = (
-    "id, deployment_id, event_id, kind, condition_set_id, day, policy, failed, "
-    "duration_seconds, occurred_at"
-)
-
-
-def batch_write(cursor: Any, organization: Organization, actor: Any, result: IngestResult) -> None:
-    cursor.execute(
-        f"CREATE TEMP TABLE production_new ON COMMIT DROP AS SELECT {_LEDGER_COLUMNS} "
-        "FROM sites_productionevent WITH NO DATA"
-    )
-    # Sorted, so that batches sharing events take their row locks in one order (no deadlock).
-    cursor.execute(
-        f"WITH ins AS (INSERT INTO sites_productionevent (deployment_id, event_id, kind, digest, "
-        "occurred_at, day, condition_set_id, policy, failed, duration_seconds, retracted) "
-        "SELECT deployment_id, event_id, kind, digest, occurred_at, day, condition_set_id, "
-        "policy, failed, duration, false FROM production_batch WHERE op <> 'retract' "
-        "ORDER BY deployment_id, event_id "
-        f"ON CONFLICT (deployment_id, event_id) DO NOTHING RETURNING {_LEDGER_COLUMNS}) "
-        "INSERT INTO production_new SELECT * FROM ins"
-    )
-    inserted = int(cursor.rowcount)
-    cursor.execute(
-        "SELECT count(*) FILTER (WHERE kind = 'cycle'), count(*) FILTER (WHERE kind = "
-        "'intervention') FROM production_new"
-    )
-    result.cycles, result.interventions = cursor.fetchone()
-    cursor.execute("SELECT count(*) FROM production_batch")
-    (batch_size,) = cursor.fetchone()
-    removed: list[int] = []
-    corrected: list[int] = []
-    if inserted < batch_size:
-        removed, corrected = _existing(cursor, result)
-    if removed:
-        _subtract(cursor, removed)
-    if corrected:
-        cursor.execute(
-            "UPDATE sites_productionevent pe SET kind = b.kind, digest = b.digest, "
-            "occurred_at = b.occurred_at, day = b.day, condition_set_id = b.condition_set_id, "
-            "policy = b.policy, failed = b.failed, duration_seconds = b.duration, "
-            "retracted = false FROM production_batch b WHERE pe.id = ANY(%s) "
-            "AND b.deployment_id = pe.deployment_id AND b.event_id = pe.event_id",
-            [corrected],
-        )
-        cursor.execute(
-            f"INSERT INTO production_new SELECT {_LEDGER_COLUMNS} FROM sites_productionevent "
-            "WHERE id = ANY(%s)",
-            [corrected],
-        )
-    _add(cursor, organization, actor)
+_TYPES = [
+    "int8",
+    "text",
+    "text",
+    "timestamptz",
+    "date",
+    "int8",
+    "text",
+    "bool",
+    "float8",
+    "int8",
+    "text",
+    "text",
+    "text",
+]
+_ATTEMPTS = 5
 
 
-def _existing(cursor: Any, result: IngestResult) -> tuple[list[int], list[int]]:
-    """Classify the batch's events already in the ledger, locking them; return the ledger ids
-    whose contribution goes (retracted or corrected) and those corrected.
+class _Retry(Exception):
+    """Another batch stored some of these events meanwhile: classify again."""
 
-    Raises ProductionConflict for another body under a stored id without ``op: correct``, and
-    ProductionInvalid for a retraction of an id never received.
-    """
-    cursor.execute(
-        "SELECT b.line, b.event_id FROM production_batch b WHERE b.op = 'retract' "
-        "AND NOT EXISTS (SELECT 1 FROM sites_productionevent pe "
-        "WHERE pe.deployment_id = b.deployment_id AND pe.event_id = b.event_id) ORDER BY b.line"
-    )
-    missing = [
-        IngestError(line, "event_id", f"no event {event_id!r} was received to retract")
-        for line, event_id in cursor.fetchall()
-    ]
-    if missing:
-        raise ProductionInvalid(missing[:MAX_ERRORS])
-    cursor.execute(
-        "SELECT b.op, b.event_id, pe.id, pe.digest = b.digest, pe.retracted "
-        "FROM production_batch b JOIN sites_productionevent pe "
-        "ON pe.deployment_id = b.deployment_id AND pe.event_id = b.event_id "
-        "WHERE NOT EXISTS (SELECT 1 FROM production_new n WHERE n.id = pe.id) "
-        "ORDER BY pe.id FOR UPDATE OF pe"
-    )
+
+def batch_write(
+    cursor: Any, organization: Organization, actor: Any, checked: Checked, result: IngestResult
+) -> list[tuple[Any, ...]]:
+    """Store the batch; return the rows of the interventions it added."""
+    if not any(checked.ops):
+        try:
+            with transaction.atomic():
+                _copy(cursor, checked.rows)
+        except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
+            pass
+        else:
+            return _count(cursor, organization, actor, checked.rows, result)
+    for attempt in range(_ATTEMPTS):
+        outcome = IngestResult()
+        try:
+            with transaction.atomic():
+                added = _careful(cursor, organization, actor, checked, outcome)
+        except (_Retry, psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
+            if attempt == _ATTEMPTS - 1:
+                raise
+            continue
+        for name in ("cycles", "interventions", "duplicates", "retracted", "corrected"):
+            setattr(result, name, getattr(result, name) + getattr(outcome, name))
+        return added
+    raise AssertionError("unreachable")
+
+
+def _copy(cursor: Any, rows: Sequence[tuple[Any, ...]]) -> None:
+    """COPY new events into the ledger: cycles with their own columns, then interventions."""
+    cycles = [row for row in rows if row[2] == "cycle"]
+    if cycles:
+        columns = ", ".join(ROW[:CYCLE_COLUMNS])
+        with cursor.copy(
+            f"COPY sites_productionevent ({columns}) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(_TYPES[:CYCLE_COLUMNS])
+            for row in cycles:
+                copy.write_row(row)
+    interventions = [row for row in rows if row[2] != "cycle"]
+    if interventions:
+        with cursor.copy(
+            f"COPY sites_productionevent ({', '.join(ROW)}) FROM STDIN (FORMAT BINARY)"
+        ) as copy:
+            copy.set_types(_TYPES)
+            for row in interventions:
+                copy.write_row(row)
+
+
+def _careful(
+    cursor: Any, organization: Organization, actor: Any, checked: Checked, result: IngestResult
+) -> list[tuple[Any, ...]]:
+    """Classify the batch against what the ledger holds under its ids, then store it."""
+    stored = _stored(cursor, checked.rows)
+    new: list[tuple[Any, ...]] = []
+    removed: list[tuple[int, str]] = []
+    corrected: list[tuple[Any, ...]] = []
     conflicts: list[str] = []
-    removed: list[int] = []
-    corrected: list[int] = []
-    for op, event_id, pk, same, retracted in cursor.fetchall():
+    missing: list[IngestError] = []
+    for row, line, op in zip(checked.rows, checked.lines, checked.ops, strict=True):
+        key = (row[0], row[1])
+        before = stored.get(key)
+        if before is None:
+            if op == "retract":
+                missing.append(
+                    IngestError(line, "event_id", f"no event {row[1]!r} was received to retract")
+                )
+            else:
+                new.append(row)  # a correction of an id never seen is a new event
+            continue
+        held, retracted = before
         if op == "retract":
             if retracted:
                 result.duplicates += 1
             else:
-                removed.append(pk)
+                removed.append(key)
                 result.retracted += 1
-        elif same and not retracted:
+        elif held[: len(row)] == row:  # the same event again, counted or since retracted: no change
             result.duplicates += 1
         elif op == "correct":
-            corrected.append(pk)
+            corrected.append(row)
             if not retracted:
-                removed.append(pk)
+                removed.append(key)
             result.corrected += 1
-        elif same:  # the same body as an event since retracted: the original answer
-            result.duplicates += 1
         else:
-            conflicts.append(event_id)
+            conflicts.append(row[1])
+    if missing:
+        raise ProductionInvalid(missing[:MAX_ERRORS])
     if conflicts:
         raise ProductionConflict(sorted(conflicts))
-    return removed, corrected
+    if removed:
+        _subtract(cursor, removed)
+    if corrected:
+        _replace(cursor, corrected)
+    if new:
+        _insert_new(cursor, new)
+    added = _count(cursor, organization, actor, [*new, *corrected], result)
+    for row in corrected:  # counted again, but answered as corrected, not as new
+        if row[2] == "cycle":
+            result.cycles -= 1
+        else:
+            result.interventions -= 1
+    return added
 
 
-def _subtract(cursor: Any, ledger_ids: list[int]) -> None:
-    """Take what these ledger rows counted back out: cycles from the day counts,
-    interventions by deleting their failure records."""
+def _stored(cursor: Any, rows: Sequence[tuple[Any, ...]]) -> dict[tuple[int, str], Any]:
+    """{(deployment id, event id): (stored row, retracted)} for the batch's ids, locked in key
+    order (so batches sharing events never wait on each other in a circle)."""
     cursor.execute(
-        "WITH gone AS (SELECT deployment_id, condition_set_id, day, policy, count(*) AS n, "
+        f"SELECT {', '.join('pe.' + c for c in ROW)}, pe.retracted FROM sites_productionevent pe "
+        "JOIN unnest(%b::int8[], %b::text[]) AS k(deployment_id, event_id) "
+        "ON pe.deployment_id = k.deployment_id AND pe.event_id = k.event_id "
+        "ORDER BY pe.deployment_id, pe.event_id FOR UPDATE OF pe",
+        [[row[0] for row in rows], [row[1] for row in rows]],
+    )
+    return {(r[0], r[1]): (tuple(r[:-1]), r[-1]) for r in cursor.fetchall()}
+
+
+def _whole(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows with every column (a cycle's row stops at its duration)."""
+    return [row if len(row) == len(ROW) else row + CYCLE_REST for row in rows]
+
+
+def _insert_new(cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+    columns = list(zip(*sorted(_whole(rows), key=lambda row: (row[0], row[1])), strict=True))
+    casts = ", ".join(f"%b::{t}[]" for t in _TYPES)
+    cursor.execute(
+        f"INSERT INTO sites_productionevent ({', '.join(ROW)}) SELECT * FROM unnest({casts}) "
+        "ON CONFLICT (deployment_id, event_id) DO NOTHING",
+        [list(column) for column in columns],
+    )
+    if cursor.rowcount != len(rows):
+        raise _Retry
+
+
+def _replace(cursor: Any, rows: list[tuple[Any, ...]]) -> None:
+    """Give corrected events their new bodies (their counts were taken out already)."""
+    columns = list(zip(*_whole(rows), strict=True))
+    casts = ", ".join(f"%b::{t}[]" for t in _TYPES)
+    sets = ", ".join(f"{c} = b.{c}" for c in ROW[2:])
+    cursor.execute(
+        f"UPDATE sites_productionevent pe SET {sets}, retracted = false, failure_record_id = NULL "
+        f"FROM unnest({casts}) AS b({', '.join(ROW)}) "
+        "WHERE pe.deployment_id = b.deployment_id AND pe.event_id = b.event_id",
+        [list(column) for column in columns],
+    )
+
+
+def _subtract(cursor: Any, keys: list[tuple[int, str]]) -> None:
+    """Take what these ledger rows counted back out: cycles from the day counts,
+    interventions by deleting their failure records; mark them retracted."""
+    keyed = [[k[0] for k in keys], [k[1] for k in keys]]
+    these = (
+        "sites_productionevent pe JOIN unnest(%b::int8[], %b::text[]) AS k(deployment_id, "
+        "event_id) ON pe.deployment_id = k.deployment_id AND pe.event_id = k.event_id"
+    )
+    cursor.execute(
+        "WITH gone AS (SELECT pe.deployment_id, condition_set_id, day, policy, count(*) AS n, "
         "count(*) FILTER (WHERE failed) AS f, coalesce(sum(duration_seconds), 0) AS d, "
-        "count(duration_seconds) AS t FROM sites_productionevent "
-        "WHERE id = ANY(%s) AND kind = 'cycle' GROUP BY 1, 2, 3, 4) "
+        f"count(duration_seconds) AS t FROM {these} WHERE pe.kind = 'cycle' "
+        "GROUP BY 1, 2, 3, 4) "
         "UPDATE sites_productionlog l SET cycles = l.cycles - g.n, failures = l.failures - g.f, "
         "timed_cycles = l.timed_cycles - g.t, duration_seconds = CASE WHEN l.timed_cycles = g.t "
         "THEN 0 ELSE greatest(0, l.duration_seconds - g.d) END FROM gone g "
         "WHERE l.deployment_id = g.deployment_id AND l.condition_set_id = g.condition_set_id "
         "AND l.day = g.day AND l.policy = g.policy RETURNING l.id, l.cycles",
-        [ledger_ids],
+        keyed,
     )
     empty = [pk for pk, cycles in cursor.fetchall() if cycles == 0]
     if empty:
         cursor.execute("DELETE FROM sites_productionlog WHERE id = ANY(%s)", [empty])
     cursor.execute(
-        "SELECT failure_record_id FROM sites_productionevent "
-        "WHERE id = ANY(%s) AND failure_record_id IS NOT NULL",
-        [ledger_ids],
+        f"SELECT pe.failure_record_id FROM {these} WHERE pe.failure_record_id IS NOT NULL",
+        keyed,
     )
     records = [pk for (pk,) in cursor.fetchall()]
+    cursor.execute(
+        "UPDATE sites_productionevent pe SET retracted = true, failure_record_id = NULL "
+        "FROM unnest(%b::int8[], %b::text[]) AS k(deployment_id, event_id) "
+        "WHERE pe.deployment_id = k.deployment_id AND pe.event_id = k.event_id",
+        keyed,
+    )
     if records:
-        cursor.execute(
-            "UPDATE sites_productionevent SET failure_record_id = NULL WHERE id = ANY(%s)",
-            [ledger_ids],
-        )
         cursor.execute("DELETE FROM sites_failurerecord WHERE id = ANY(%s)", [records])
-    cursor.execute(
-        "UPDATE sites_productionevent SET retracted = true WHERE id = ANY(%s)", [ledger_ids]
-    )
 
 
-def _add(cursor: Any, organization: Organization, actor: Any) -> None:
-    """Count the events in production_new: cycles into the day counts, interventions as
-    failure records linked from their ledger rows."""
+def _count(
+    cursor: Any,
+    organization: Organization,
+    actor: Any,
+    rows: Iterable[tuple[Any, ...]],
+    result: IngestResult,
+) -> list[tuple[Any, ...]]:
+    """Count newly stored events: cycles into the day counts, interventions as failure
+    records linked from their ledger rows. Returns the interventions' rows."""
+    days: dict[tuple[Any, ...], list[Any]] = {}
+    interventions = []
+    for row in rows:
+        if row[2] != "cycle":
+            interventions.append(row)
+            continue
+        key = (row[0], row[5], row[4], row[6])
+        counts = days.get(key)
+        if counts is None:
+            counts = days[key] = [0, 0, 0.0, 0]
+        counts[0] += 1
+        if row[7]:
+            counts[1] += 1
+        if row[8] is not None:
+            counts[2] += row[8]
+            counts[3] += 1
+    result.cycles += sum(counts[0] for counts in days.values())
+    result.interventions += len(interventions)
+    if days:
+        keys = sorted(days)  # one lock order for every batch
+        cursor.execute(
+            "INSERT INTO sites_productionlog (deployment_id, condition_set_id, day, policy, "
+            "cycles, failures, duration_seconds, timed_cycles) SELECT * FROM unnest(%b::int8[], "
+            "%b::int8[], %b::date[], %b::text[], %b::int8[], %b::int8[], %b::float8[], %b::int8[]) "
+            "ON CONFLICT (deployment_id, condition_set_id, day, policy) DO UPDATE SET "
+            "cycles = sites_productionlog.cycles + EXCLUDED.cycles, "
+            "failures = sites_productionlog.failures + EXCLUDED.failures, "
+            "duration_seconds = sites_productionlog.duration_seconds + EXCLUDED.duration_seconds, "
+            "timed_cycles = sites_productionlog.timed_cycles + EXCLUDED.timed_cycles",
+            [[key[i] for key in keys] for i in range(4)]
+            + [[days[key][i] for key in keys] for i in range(4)],
+        )
+    if interventions:
+        _records(cursor, organization, actor, interventions)
+    return interventions
+
+
+def _records(
+    cursor: Any, organization: Organization, actor: Any, rows: list[tuple[Any, ...]]
+) -> None:
+    """A failure record per intervention, linked from its ledger row."""
+    keyed = [[row[0] for row in rows], [row[1] for row in rows]]
     cursor.execute(
-        "INSERT INTO sites_productionlog (deployment_id, condition_set_id, day, policy, cycles, "
-        "failures, duration_seconds, timed_cycles) "
-        "SELECT deployment_id, condition_set_id, day, policy, count(*), "
-        "count(*) FILTER (WHERE failed), coalesce(sum(duration_seconds), 0), "
-        "count(duration_seconds) FROM production_new WHERE kind = 'cycle' "
-        "GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4 "
-        "ON CONFLICT (deployment_id, condition_set_id, day, policy) DO UPDATE SET "
-        "cycles = sites_productionlog.cycles + EXCLUDED.cycles, "
-        "failures = sites_productionlog.failures + EXCLUDED.failures, "
-        "duration_seconds = sites_productionlog.duration_seconds + EXCLUDED.duration_seconds, "
-        "timed_cycles = sites_productionlog.timed_cycles + EXCLUDED.timed_cycles"
+        "SELECT f.external_id FROM sites_failurerecord f "
+        "JOIN unnest(%b::int8[], %b::text[]) AS k(deployment_id, event_id) "
+        "ON f.deployment_id = k.deployment_id AND f.external_id = k.event_id",
+        keyed,
     )
-    cursor.execute(
-        "SELECT b.line, n.event_id FROM production_new n JOIN production_batch b "
-        "USING (deployment_id, event_id) JOIN sites_failurerecord f "
-        "ON f.deployment_id = n.deployment_id AND f.external_id = n.event_id "
-        "WHERE n.kind = 'intervention' ORDER BY b.line"
-    )
-    taken = cursor.fetchall()
+    taken = {event_id for (event_id,) in cursor.fetchall()}
     if taken:
         raise ProductionInvalid(
             [
                 IngestError(
-                    line,
+                    None,
                     "event_id",
                     f"a failure record with external id {event_id!r} already exists at this "
                     "deployment (entered another way); use another event id",
                 )
-                for line, event_id in taken[:MAX_ERRORS]
+                for event_id in sorted(taken)[:MAX_ERRORS]
             ]
         )
+    columns = list(zip(*rows, strict=True))
     cursor.execute(
-        "WITH fr AS (INSERT INTO sites_failurerecord (organization_id, deployment_id, "
+        "WITH b AS (SELECT * FROM unnest(%b::int8[], %b::text[], %b::timestamptz[], %b::int8[], "
+        "%b::text[], %b::int8[], %b::text[], %b::text[], %b::text[]) AS b(deployment_id, "
+        "event_id, occurred_at, condition_set_id, policy, failure_mode_id, intervened_by, note, "
+        "recording)), fr AS (INSERT INTO sites_failurerecord (organization_id, deployment_id, "
         "failure_mode_id, condition_set_id, occurred_at, intervention, intervened_by, policy, "
-        "recording_ref, external_id, notes, created_by_id) "
-        "SELECT %s, n.deployment_id, b.failure_mode_id, n.condition_set_id, n.occurred_at, "
-        "true, b.intervened_by, n.policy, b.recording, n.event_id, b.notes, %s "
-        "FROM production_new n JOIN production_batch b USING (deployment_id, event_id) "
-        "WHERE n.kind = 'intervention' ORDER BY n.id RETURNING id, deployment_id, external_id) "
+        "recording_ref, external_id, notes, created_by_id) SELECT %s, deployment_id, "
+        "failure_mode_id, condition_set_id, occurred_at, true, intervened_by, policy, recording, "
+        "event_id, note, %s FROM b ORDER BY deployment_id, event_id "
+        "RETURNING id, deployment_id, external_id) "
         "UPDATE sites_productionevent pe SET failure_record_id = fr.id FROM fr "
         "WHERE pe.deployment_id = fr.deployment_id AND pe.event_id = fr.external_id",
-        [organization.pk, getattr(actor, "pk", None)],
+        [
+            list(columns[0]),
+            list(columns[1]),
+            list(columns[3]),
+            list(columns[5]),
+            list(columns[6]),
+            list(columns[9]),
+            list(columns[10]),
+            list(columns[11]),
+            list(columns[12]),
+            organization.pk,
+            getattr(actor, "pk", None),
+        ],
     )
