@@ -299,20 +299,17 @@ def _cell_posteriors(
     priors = np.exp(log_priors)
     cumulative = np.cumsum(priors, axis=1)
 
-    # Truncation: the cell's rate at its current n must not exceed 1. The rate rises with
-    # the multiplier, so each cell's allowed grid is a prefix up to ``last`` (the floor is
-    # always allowed).
-    if curve.a > 0:
-        level_now = level_from_amplitude(curve.a, n_now, curve.b)
-        with np.errstate(divide="ignore"):
-            ceiling = (1.0 - curve.f_inf) / level_now
-        last = np.searchsorted(np.exp(grid), ceiling, side="right") - 1
-        last = np.clip(last, 0, grid.size - 1)
-    else:
-        last = np.full(size, grid.size - 1)
+    # Truncation: the cell's rate at its current n must not exceed 1. Grid point ``j`` stands
+    # for the interval of ``log m`` half a step either side of it and is allowed in the share
+    # of that interval below the ceiling (1 below, 0 above, a fraction at the boundary), so a
+    # cell's prior changes continuously with its n: one more episode moves the ceiling a
+    # little, never a whole grid step at once. The lowest point is always allowed.
+    share = _allowed_share(curve, n_now, grid)
+    last = share.shape[1] - 1 - np.argmax(share[:, ::-1] > 0, axis=1)
+    top_share = share[np.arange(size), last]
 
     # Only evaluated cells have a likelihood; the rest (most cells of a gap report) hold their
-    # truncated prior, the same for every cell with the same ``last``.
+    # truncated prior.
     seen = rows.trials > 0  # a row without trials has likelihood 1 everywhere
     cells = np.unique(rows.cell[seen])
     loglik = np.zeros((cells.size, grid.size))
@@ -329,16 +326,20 @@ def _cell_posteriors(
         cells_sorted = evaluated.cell[order]
         starts = np.flatnonzero(np.r_[True, cells_sorted[1:] != cells_sorted[:-1]])
         loglik[cells_sorted[starts]] = np.add.reduceat(per_row[order], starts, axis=0)
-    last_seen = last[cells]
-    loglik = np.where(np.arange(grid.size)[None, :] <= last_seen[:, None], loglik, -np.inf)
+    with np.errstate(divide="ignore"):
+        loglik = loglik + np.log(share[cells])
+
+    # The normaliser of each cell's truncated prior, per spread: the cumulative sum up to the
+    # point below its last allowed one, plus that one's share.
+    below = np.where(last > 0, cumulative[:, np.maximum(last - 1, 0)], 0.0)
+    norm = (below + top_share[None, :] * priors[:, last]).T  # cells x spreads
+    log_norm = np.log(norm[cells])
 
     # Every spread's posterior is the same likelihood times a different prior row, so the
     # likelihood is exponentiated once (shifted by each cell's maximum, which no prior row
-    # exceeds) and each spread costs one matrix-vector product: the normaliser of the
-    # truncated prior is a cumulative sum read at the cell's last allowed point.
+    # exceeds) and each spread costs one matrix-vector product.
     top = loglik.max(axis=1) if cells.size else np.zeros(0)
     likelihood = np.exp(loglik - top[:, None])
-    log_norm = np.log(cumulative[:, last_seen].T)
     with np.errstate(divide="ignore"):
         log_mass = top[:, None] + np.log(likelihood @ priors.T)
     # A cell whose likelihood sits where a narrow prior underflows: its evidence in logs.
@@ -354,11 +355,8 @@ def _cell_posteriors(
     weights = np.exp(log_w - log_w.max())
     weights /= weights.sum()
 
-    # A cell without evidence: sum_s w_s prior_s / (its truncated normaliser), by ``last``.
-    ends, which = np.unique(last, return_inverse=True)
-    table = (weights[:, None] / cumulative[:, ends]).T @ priors
-    table = np.where(np.arange(grid.size)[None, :] <= ends[:, None], table, 0.0)
-    posterior = table[which.reshape(-1)]
+    # A cell without evidence: sum_s w_s prior_s / (its truncated normaliser), times its share.
+    posterior = ((weights[None, :] / norm) @ priors) * share
     # An evaluated cell: sum_s w_s L_c prior_s / mass_cs, one product over the spreads;
     # cells whose weights would overflow it are read in logs too.
     with np.errstate(divide="ignore"):
@@ -371,6 +369,20 @@ def _cell_posteriors(
         evaluated_posterior[c] = weights @ np.exp(joint)
     posterior[cells] = evaluated_posterior
     return posterior, float(np.dot(weights, spreads))
+
+
+def _allowed_share(curve: LearningCurve, n_now: FloatArray, grid: FloatArray) -> FloatArray:
+    """Each cell's allowed share of each grid point's interval (cells x grid): the part of
+    ``log m`` within half a step of the point whose rate at the cell's n is at most 1."""
+    share = np.ones((n_now.size, grid.size))
+    if curve.a > 0:
+        level_now = level_from_amplitude(curve.a, n_now, curve.b)
+        step = float(grid[1] - grid[0])
+        with np.errstate(divide="ignore"):
+            log_ceiling = np.log(1.0 - curve.f_inf) - np.log(level_now)
+        share = np.clip((log_ceiling[:, None] - (grid[None, :] - step / 2)) / step, 0.0, 1.0)
+        share[:, 0] = np.where(share[:, 0] > 0, share[:, 0], 1.0)
+    return share
 
 
 def _refit_with_offsets(

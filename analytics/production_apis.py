@@ -34,7 +34,6 @@ from analytics.services.production import (
     BatchTooLarge,
     DeploymentNotFound,
     IngestError,
-    IngestResult,
     ProductionConflict,
     ProductionInvalid,
     decode_json_body,
@@ -260,17 +259,6 @@ class ProductionEventViewSet(viewsets.ViewSet):
                 {"detail": str(exc), "event_ids": exc.event_ids}, status=status.HTTP_409_CONFLICT
             )
         return Response(
-            _result(result),
+            result.as_dict(),
             status=status.HTTP_201_CREATED if result.changed else status.HTTP_200_OK,
         )
-
-
-def _result(result: IngestResult) -> dict[str, Any]:
-    return {
-        "cycles": result.cycles,
-        "interventions": result.interventions,
-        "duplicates": result.duplicates,
-        "retracted": result.retracted,
-        "corrected": result.corrected,
-        "created_values": result.created_values,
-    }

@@ -309,9 +309,7 @@ def production_import_file(
                 )
             ) from exc
         done += len(events)
-        for name_ in ("cycles", "interventions", "duplicates", "retracted", "corrected"):
-            setattr(total, name_, getattr(total, name_) + getattr(result, name_))
-        total.created_values.extend(result.created_values)
+        total.add(result)
         if ctx is not None:
             ctx.progress(done, None, f"{done:,} events read", force=True)
     return total
@@ -386,14 +384,7 @@ def production_import_run(*, job_id: str) -> None:
             ) from exc
         job_set_result(
             job=ctx.job,
-            result={
-                "cycles": result.cycles,
-                "interventions": result.interventions,
-                "duplicates": result.duplicates,
-                "retracted": result.retracted,
-                "corrected": result.corrected,
-                "created_values": result.created_values,
-            },
+            result=result.as_dict(),
             message=(
                 f"{result.cycles:,} cycles and {result.interventions:,} interventions stored; "
                 f"{result.duplicates:,} already received"

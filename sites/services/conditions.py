@@ -25,8 +25,9 @@ def condition_sets_intern(
 ) -> dict[tuple[int, ...], int]:
     """Return the ConditionSet id for each combination of value ids, creating missing ones.
 
-    Combinations are normalised (sorted, de-duplicated). Safe under concurrency: inserts use
-    ON CONFLICT DO NOTHING and the ids are read back afterwards.
+    Combinations are normalised (sorted, de-duplicated). Known ones are read (one query once
+    they all exist, the usual case); missing ones are inserted with ON CONFLICT DO NOTHING,
+    so concurrent callers agree, and read back.
     """
     org_id = organization if isinstance(organization, int) else organization.pk
     keys = {tuple(ConditionSet.key_for(c)) for c in combinations}
@@ -35,18 +36,33 @@ def condition_sets_intern(
     # Array literals in one text, split and cast in SQL: combinations have different
     # lengths, so they cannot travel as one rectangular int[][] parameter, and one text
     # is far cheaper to send than a list of thousands.
-    literals = ";".join("{" + ",".join(map(str, key)) + "}" for key in keys)
+    found = _condition_sets_find(org_id, keys)
+    missing = keys - set(found)
+    if missing:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "INSERT INTO sites_conditionset (organization_id, value_ids) "
+                "SELECT %s, k::int[] FROM unnest(string_to_array(%s, ';')) AS k "
+                "ON CONFLICT (organization_id, value_ids) DO NOTHING",
+                [org_id, _literals(missing)],
+            )
+        found.update(_condition_sets_find(org_id, missing))
+    return found
+
+
+def _literals(keys: Iterable[tuple[int, ...]]) -> str:
+    # Array literals in one text, split and cast in SQL: combinations have different
+    # lengths, so they cannot travel as one rectangular int[][] parameter, and one text
+    # is far cheaper to send than a list of thousands.
+    return ";".join("{" + ",".join(map(str, key)) + "}" for key in keys)
+
+
+def _condition_sets_find(org_id: int, keys: set[tuple[int, ...]]) -> dict[tuple[int, ...], int]:
     with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO sites_conditionset (organization_id, value_ids) "
-            "SELECT %s, k::int[] FROM unnest(string_to_array(%s, ';')) AS k "
-            "ON CONFLICT (organization_id, value_ids) DO NOTHING",
-            [org_id, literals],
-        )
         cursor.execute(
             "SELECT id, value_ids::text FROM sites_conditionset WHERE organization_id = %s "
             "AND value_ids IN (SELECT k::int[] FROM unnest(string_to_array(%s, ';')) AS k)",
-            [org_id, literals],
+            [org_id, _literals(keys)],
         )
         return {
             tuple(int(v) for v in values[1:-1].split(",")): pk for pk, values in cursor.fetchall()

@@ -2,7 +2,8 @@
 
 The model (``analytics.learning``): cell ``c`` fails at ``f_inf + m_c * a * (n + 1) ** -b``
 with ``log m_c ~ Normal(0, tau^2)`` on the grid, truncated so the rate at the cell's ``n``
-is a probability (the lowest grid point always allowed), and the spread ``tau`` averaged
+is a probability (each grid point stands for the interval half a step either side of it and
+keeps the share of it below that ceiling; the lowest point always stays), and the spread ``tau`` averaged
 over its candidates with weights proportional to the marginal likelihood of every cell's
 outcomes. Written with plain Python loops and ``math`` so it shares no code with the
 vectorised implementation; only the grid and the candidate spreads (parameters) are shared.
@@ -32,10 +33,13 @@ def cell_posteriors(curve, n, trials, successes, taus=TAU_GRID):
     for c in range(cells):
         level = curve.a * (float(n[c]) + 1.0) ** -curve.b
         failures = float(trials[c]) - float(successes[c])
+        step = grid[1] - grid[0]
+        ceiling = math.log(1.0 - curve.f_inf) - math.log(level) if level > 0 else math.inf
         row_ll, row_ok = [], []
         for j, x in enumerate(grid):
             rate = curve.f_inf + level * math.exp(x)
-            row_ok.append(j == 0 or rate <= 1.0 or curve.a <= 0)
+            kept = 1.0 if curve.a <= 0 else min(1.0, max(0.0, (ceiling - (x - step / 2)) / step))
+            row_ok.append(kept if kept > 0 or j > 0 else 1.0)
             r = min(max(rate, EPS), 1.0 - EPS)
             row_ll.append(failures * math.log(r) + float(successes[c]) * math.log1p(-r))
         loglik.append(row_ll)
@@ -46,7 +50,8 @@ def cell_posteriors(curve, n, trials, successes, taus=TAU_GRID):
         posts = []
         for c in range(cells):
             prior = [
-                -0.5 * (x / tau) ** 2 if allowed[c][j] else -math.inf for j, x in enumerate(grid)
+                -0.5 * (x / tau) ** 2 + math.log(allowed[c][j]) if allowed[c][j] else -math.inf
+                for j, x in enumerate(grid)
             ]
             norm = _logsumexp(prior)
             joint = [p - norm + loglik[c][j] for j, p in enumerate(prior)]

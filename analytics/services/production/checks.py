@@ -68,17 +68,22 @@ class Resolved:
 
 
 class _LocalDays:
-    """The site-local day of an instant, per deployment, cached by quarter hour."""
+    """The site-local day of instants, per deployment, cached by quarter hour."""
 
-    def __init__(self) -> None:
+    def __init__(self, deployments: dict[str, tuple[int, ZoneInfo]]) -> None:
+        self._zones = dict(deployments.values())
         self._days: dict[tuple[int, int], date] = {}
 
-    def day(self, deployment_id: int, zone: ZoneInfo, at: datetime) -> date:
-        key = (deployment_id, int(at.timestamp()) // _QUARTER_HOUR)
-        day = self._days.get(key)
-        if day is None:
-            day = self._days[key] = at.astimezone(zone).date()
-        return day
+    def days(self, deployment_ids: Sequence[int], ats: Sequence[datetime]) -> list[date]:
+        cache, zones = self._days, self._zones
+        out = []
+        for deployment_id, at in zip(deployment_ids, ats, strict=True):
+            key = (deployment_id, int(at.timestamp()) // _QUARTER_HOUR)
+            day = cache.get(key)
+            if day is None:
+                day = cache[key] = at.astimezone(zones[deployment_id]).date()
+            out.append(day)
+        return out
 
 
 def check_batch(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> Checked:
@@ -127,15 +132,7 @@ def _cycle_rows(batch: Batch, resolved: Resolved) -> Checked | None:
     outcomes = [event.outcome for event in cycles]
     if None in outcomes:
         return None
-    zones = dict(resolved.deployments.values())
-    days: dict[tuple[int, int], date] = {}
-    local = []
-    for deployment_id, at in zip(deployment_ids, ats, strict=True):
-        key = (deployment_id, int(at.timestamp()) // _QUARTER_HOUR)
-        day = days.get(key)
-        if day is None:
-            day = days[key] = at.astimezone(zones[deployment_id]).date()
-        local.append(day)
+    local = _LocalDays(resolved.deployments).days(deployment_ids, ats)
     rows: list[tuple[Any, ...]] = list(
         zip(
             deployment_ids,
@@ -170,16 +167,16 @@ def _event_rows(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> 
     condition_sets = resolved.condition_sets
     modes = resolved.failure_modes
     latest = datetime.now(UTC) + FUTURE_TOLERANCE
-    days = _LocalDays()
+    days = _LocalDays(deployments)
     seen: dict[tuple[int, str], int] = {}
     rows, lines, ops = out.rows, out.lines, out.ops
     for event, line in zip(batch.events, batch.lines, strict=True):
-        deployment_id, zone = deployments[event.deployment]
+        deployment_id = deployments[event.deployment][0]
         op = event.op or ""
         if op == "retract":
             row: tuple[Any, ...] = (deployment_id, event.event_id)
         else:
-            row_or_none = _row(event, line, deployment_id, zone, condition_sets, modes, days)
+            row_or_none = _row(event, line, deployment_id, condition_sets, modes, days)
             if isinstance(row_or_none, list):
                 errors += row_or_none
                 continue
@@ -214,7 +211,6 @@ def _row(
     event: Event,
     line: int,
     deployment_id: int,
-    zone: ZoneInfo,
     condition_sets: dict[bytes, int],
     modes: dict[str, int],
     days: _LocalDays,
@@ -222,37 +218,24 @@ def _row(
     kind = event.kind
     at = parse_time(event.occurred_at) if event.occurred_at is not None else None
     set_id = condition_sets.get(bytes(event.conditions))
-    if kind == "cycle":
-        if at is not None and set_id is not None and event.outcome is not None:
-            return (
-                deployment_id,
-                event.event_id,
-                kind,
-                at,
-                days.day(deployment_id, zone, at),
-                set_id,
-                event.policy or "",
-                event.outcome == "failure",
-                event.duration_s,
-            )
-    elif kind == "intervention":
+    if at is None or set_id is None:
+        return _row_errors(event, line, at, set_id)
+    head = (
+        deployment_id,
+        event.event_id,
+        kind,
+        at,
+        days.days([deployment_id], [at])[0],
+        set_id,
+        event.policy or "",
+    )
+    if kind == "cycle" and event.outcome is not None:
+        return (*head, event.outcome == "failure", event.duration_s)
+    if kind == "intervention":
         mode_id = modes.get(event.failure_mode) if event.failure_mode is not None else None
-        if at is not None and set_id is not None and mode_id and event.intervened_by:
-            return (
-                deployment_id,
-                event.event_id,
-                kind,
-                at,
-                days.day(deployment_id, zone, at),
-                set_id,
-                event.policy or "",
-                False,
-                None,
-                mode_id,
-                event.intervened_by,
-                event.note or "",
-                event.recording or "",
-            )
+        if mode_id is not None and event.intervened_by:
+            note, recording = event.note or "", event.recording or ""
+            return (*head, False, None, mode_id, event.intervened_by, note, recording)
     return _row_errors(event, line, at, set_id)
 
 

@@ -67,6 +67,7 @@ EXPECTED: dict[str, str] = {
     "recording": "expected a recording's URI or upload id: a string of at most 500 characters",
 }
 _REQUIRED = ("event_id", "deployment")
+_FIELDS = frozenset(f.name for f in msgspec.structs.fields(Event))
 _FIELD_TYPES = {f.name: f.type for f in msgspec.structs.fields(Event) if f.name != "conditions"}
 
 _batch_decoder = msgspec.json.Decoder(list[Event])
@@ -130,7 +131,13 @@ def decode_lines(lines: Sequence[tuple[int, str | bytes]]) -> Batch:
             events.append(event)
         if len(errors) >= MAX_ERRORS:
             break
-    raise ProductionInvalid(errors[:MAX_ERRORS])
+    if errors:
+        raise ProductionInvalid(errors[:MAX_ERRORS])
+    # Each line is an event on its own, yet together they did not decode: a line holding
+    # more than one JSON value, say. Nothing to name but that.
+    raise ProductionInvalid(
+        [IngestError(None, "", "the lines are not one JSON event each; send one per line")]
+    )
 
 
 def decode_json_body(content: bytes) -> Batch | None:
@@ -168,7 +175,9 @@ def _decode_line(n: int, raw: bytes, errors: list[IngestError]) -> Event | None:
     if not isinstance(value, dict):
         errors.append(IngestError(n, "", "expected a JSON object (one event)"))
         return None
-    where = first_string_where(value, lambda s: "\x00" in s)
+    # A NUL character matters only where it would be stored: in the fields of an event.
+    kept = {name: item for name, item in value.items() if name in _FIELDS}
+    where = first_string_where(kept, lambda s: "\x00" in s)
     if where is not None:
         errors.append(IngestError(n, where, nul_message(where)))
         return None
@@ -186,7 +195,11 @@ def _decode_line(n: int, raw: bytes, errors: list[IngestError]) -> Event | None:
         errors.append(IngestError(n, "conditions", EXPECTED["conditions"]))
     if len(errors) > before:
         return None
-    return _batch_decoder.decode(b"[" + raw + b"]")[0]
+    try:
+        return _batch_decoder.decode(b"[" + raw + b"]")[0]
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:  # what the checks missed
+        errors.append(IngestError(n, "", f"is not an event: {exc}"))
+        return None
 
 
 def _expected(name: str, value: Any) -> str:

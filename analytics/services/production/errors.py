@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 MAX_EVENTS = 10_000
 FUTURE_TOLERANCE = timedelta(minutes=10)
@@ -30,6 +31,19 @@ class IngestResult:
     @property
     def changed(self) -> bool:
         return bool(self.cycles or self.interventions or self.retracted or self.corrected)
+
+    def add(self, other: IngestResult) -> None:
+        """Count ``other`` in too (batches of one import, attempts of one batch)."""
+        for name in _COUNTS:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.created_values.extend(other.created_values)
+
+    def as_dict(self) -> dict[str, Any]:
+        """What the API answers and an import job keeps as its result."""
+        return {name: getattr(self, name) for name in (*_COUNTS, "created_values")}
+
+
+_COUNTS = ("cycles", "interventions", "duplicates", "retracted", "corrected")
 
 
 class ProductionInvalid(ValueError):

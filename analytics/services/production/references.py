@@ -4,6 +4,7 @@ name once, and every unknown one named once with how many events carry it."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -20,7 +21,7 @@ from analytics.services.production.errors import (
 )
 from labeling.importers.writes import create_value
 from sites.models import ConditionValue, Deployment, FailureMode
-from sites.services import condition_lookup, condition_sets_intern
+from sites.services import ConditionLookup, condition_lookup, condition_sets_intern
 
 
 def references_resolve(
@@ -62,28 +63,33 @@ def references_resolve(
     known_modes = dict(
         FailureMode.objects.filter(organization=organization).values_list("code", "pk")
     )
-    unknown = sorted(code for code in modes if code not in known_modes)
-    for code, (count, line) in (
-        first_lines(batch, unknown, "failure_mode") if unknown else {}
-    ).items():
-        message = _unknown("failure mode", code, count, line, known_modes)
-        errors.append(IngestError(line, "failure_mode", message))
+    _name_unknown(batch, modes, known_modes, "failure_mode", "failure mode", errors)
     policies = {event.policy for event in counted if event.policy is not None}
     if policies:
         known_policies = set(
             PolicyVersion.objects.filter(organization=organization).values_list("slug", flat=True)
         )
-        unknown = sorted(policies - known_policies)
-        for slug, (count, line) in (
-            first_lines(batch, unknown, "policy") if unknown else {}
-        ).items():
-            message = _unknown("policy version", slug, count, line, known_policies)
-            errors.append(IngestError(line, "policy", message))
+        _name_unknown(batch, policies, known_policies, "policy", "policy version", errors)
     return Resolved(
         deployments=deployments,
         condition_sets=condition_sets,
         failure_modes={code: known_modes[code] for code in modes if code in known_modes},
     )
+
+
+def _name_unknown(
+    batch: Batch,
+    names: set[str],
+    known: Collection[str],
+    field: str,
+    what: str,
+    errors: list[IngestError],
+) -> None:
+    """An error for each name the organization does not have, with its count and first line."""
+    unknown = sorted(names.difference(known))
+    if unknown:
+        for name, (count, line) in first_lines(batch, unknown, field).items():
+            errors.append(IngestError(line, field, _unknown(what, name, count, line, known)))
 
 
 def _condition_sets(
@@ -99,6 +105,7 @@ def _condition_sets(
     firsts: dict[bytes, tuple[int, int]] = {}
 
     def first(text: bytes) -> tuple[int, int]:
+        """(events carrying this set, its first line): found only when something is wrong."""
         if not firsts:
             firsts.update(first_lines(batch, list(sets), "conditions"))
         return firsts[text]
@@ -141,7 +148,7 @@ def _condition_sets(
             value_ids[(dim, value)] = value_id
     if unresolved:
         created, result.created_values = _condition_values(
-            organization, actor, unresolved, create_values, errors
+            organization, lookup, actor, unresolved, create_values, errors
         )
         value_ids.update(created)
     combinations = {
@@ -168,6 +175,7 @@ def _unknown(what: str, name: str, count: int, line: int, known: Any) -> str:
 
 def _condition_values(
     organization: Organization,
+    lookup: ConditionLookup,
     actor: Any,
     pairs: list[tuple[str, str, int, int]],
     create_values: bool,
@@ -175,7 +183,6 @@ def _condition_values(
 ) -> tuple[dict[tuple[str, str], int], list[str]]:
     """{(dimension, value) as sent: value id} and the values created; an unknown value is an
     error (one per value, with its count) or, with ``create_values``, a new value."""
-    lookup = condition_lookup(organization=organization)
     known_dimensions = sorted({d.slug for d in lookup.dimensions.values()})
     out: dict[tuple[str, str], int] = {}
     created: list[str] = []

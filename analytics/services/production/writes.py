@@ -69,8 +69,7 @@ def batch_write(
             if attempt == _ATTEMPTS - 1:
                 raise
             continue
-        for name in ("cycles", "interventions", "duplicates", "retracted", "corrected"):
-            setattr(result, name, getattr(result, name) + getattr(outcome, name))
+        result.add(outcome)
         return added
     raise AssertionError("unreachable")
 
