@@ -211,7 +211,7 @@ class ProductionEventViewSet(viewsets.ViewSet):
         membership = membership_of(request.user)
         assert membership is not None  # the permission class guarantees it
         body = request.data
-        if not isinstance(body, RawBody) or not body.content.strip():
+        if not isinstance(body, RawBody) or not body.content or body.content.isspace():
             return _errors([IngestError(None, "", "the body holds no events")])
         create_values = request.query_params.get("create_values", "").lower() in ("1", "true")
         try:

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test import Client
+from hypothesis import given
+from hypothesis import strategies as st
 
 from labeling.models import Episode
 from sites.models import (
@@ -439,3 +441,35 @@ def test_the_column_way_and_the_event_way_give_the_same_rows(world_a):
         zip(by_events.lines, by_events.rows, strict=True)
     )
     assert len(by_columns.rows) == 43
+
+
+@given(
+    seconds=st.lists(
+        st.integers(-2_208_988_800, 4_102_444_799), min_size=1, max_size=50
+    ),  # 1900 to 2099
+    zones=st.lists(
+        st.sampled_from(
+            ["Europe/Amsterdam", "Asia/Kathmandu", "America/St_Johns", "Pacific/Chatham", "UTC"]
+        ),
+        min_size=1,
+        max_size=3,
+    ),
+)
+def test_local_days_a_column_at_a_time_are_each_instants_own(seconds, zones):
+    from zoneinfo import ZoneInfo
+
+    from analytics.services.production.checks import _LocalDays
+
+    deployments = {f"d{i}": (i + 1, ZoneInfo(zone)) for i, zone in enumerate(zones)}
+    ids = [1 + i % len(zones) for i in range(len(seconds))]
+    ats = [
+        datetime.fromtimestamp(s, UTC).astimezone(timezone(timedelta(hours=(s % 7) - 3)))
+        for s in seconds
+    ]
+    expected = [
+        at.astimezone(deployments[f"d{d - 1}"][1]).date() for d, at in zip(ids, ats, strict=True)
+    ]
+
+    assert _LocalDays(deployments).days(ids, ats) == expected
+    days = _LocalDays(deployments)
+    assert [days.day(d, at) for d, at in zip(ids, ats, strict=True)] == expected

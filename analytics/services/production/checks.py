@@ -15,6 +15,8 @@ from datetime import UTC, date, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+import numpy as np
+
 from analytics.services.production.decode import (
     EXPECTED,
     FIRST_YEAR,
@@ -45,7 +47,9 @@ ROW = (
 CYCLE_COLUMNS = 9  # a cycle's row ends with its duration; the rest are an intervention's
 CYCLE_REST = (None, "", "", "")  # what a cycle's row holds in an intervention's columns
 
-_QUARTER_HOUR = 900  # every UTC offset in use is a whole number of quarter hours
+_QUARTER_HOUR = 900  # seconds
+_QUARTER_OFFSET = 2**24  # quarter hours since 1970 plus this are positive and below 2**32 for
+# every year an event may fall in (1900 to 2099), so a key packs (deployment, quarter hour)
 
 
 @dataclass
@@ -68,22 +72,36 @@ class Resolved:
 
 
 class _LocalDays:
-    """The site-local day of instants, per deployment, cached by quarter hour."""
+    """The site-local day of instants, per deployment: every UTC offset in use is a whole
+    number of quarter hours, so all instants of one UTC quarter hour share their local day,
+    which is worked out once per deployment and quarter hour."""
 
     def __init__(self, deployments: dict[str, tuple[int, ZoneInfo]]) -> None:
         self._zones = dict(deployments.values())
         self._days: dict[tuple[int, int], date] = {}
 
+    def _day(self, deployment_id: int, quarter: int) -> date:
+        key = (deployment_id, quarter)
+        day = self._days.get(key)
+        if day is None:
+            at = datetime.fromtimestamp(quarter * _QUARTER_HOUR, self._zones[deployment_id])
+            day = self._days[key] = at.date()
+        return day
+
+    def day(self, deployment_id: int, at: datetime) -> date:
+        return self._day(deployment_id, int(at.timestamp() // _QUARTER_HOUR))
+
     def days(self, deployment_ids: Sequence[int], ats: Sequence[datetime]) -> list[date]:
-        cache, zones = self._days, self._zones
-        out = []
-        for deployment_id, at in zip(deployment_ids, ats, strict=True):
-            key = (deployment_id, int(at.timestamp()) // _QUARTER_HOUR)
-            day = cache.get(key)
-            if day is None:
-                day = cache[key] = at.astimezone(zones[deployment_id]).date()
-            out.append(day)
-        return out
+        """The day of each instant, a column at a time."""
+        seconds = np.fromiter(map(datetime.timestamp, ats), np.float64, len(ats))
+        quarters = np.floor_divide(seconds, _QUARTER_HOUR).astype(np.int64)
+        keys = (np.asarray(deployment_ids, dtype=np.int64) << 32) + (quarters + _QUARTER_OFFSET)
+        unique, inverse = np.unique(keys, return_inverse=True)
+        days = [
+            self._day(int(key >> 32), int(key & 0xFFFFFFFF) - _QUARTER_OFFSET)
+            for key in unique.tolist()
+        ]
+        return list(map(days.__getitem__, inverse.reshape(-1).tolist()))
 
 
 def check_batch(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> Checked:
@@ -116,13 +134,16 @@ def _cycle_rows(batch: Batch, resolved: Resolved) -> Checked | None:
         cycles = events
     try:
         ats = list(map(datetime.fromisoformat, [event.occurred_at for event in cycles]))  # type: ignore[arg-type]
-        if ats and (
-            any(at.tzinfo is None for at in ats)
-            or min(ats).year < FIRST_YEAR
-            or max(ats) > datetime.now(UTC) + FUTURE_TOLERANCE
-            or max(ats).year > LAST_YEAR
-        ):
-            return None
+        if ats:
+            if any(at.tzinfo is None for at in ats):
+                return None
+            first, latest = min(ats), max(ats)
+            if (
+                first.year < FIRST_YEAR
+                or latest.year > LAST_YEAR
+                or latest > datetime.now(UTC) + FUTURE_TOLERANCE
+            ):
+                return None
         slugs = [event.deployment for event in cycles]
         deployment_ids = [resolved.deployments[slug][0] for slug in slugs]
         sets = resolved.condition_sets
@@ -225,7 +246,7 @@ def _row(
         event.event_id,
         kind,
         at,
-        days.days([deployment_id], [at])[0],
+        days.day(deployment_id, at),
         set_id,
         event.policy or "",
     )

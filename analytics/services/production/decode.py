@@ -101,7 +101,7 @@ def decode_body(body: bytes, first_line: int = 1) -> Batch:
         return Batch([], [])
     try:
         # JSON strings hold no raw line ends, so every line end separates two events.
-        events = _batch_decoder.decode(b"[" + text.replace(b"\n", b",") + b"]")
+        events = _batch_decoder.decode(b"".join((b"[", text.replace(b"\n", b","), b"]")))
     except (msgspec.DecodeError, msgspec.ValidationError):
         return decode_lines(jsonl_lines(body, first_line))
     return Batch(events, range(first_line, first_line + len(events)), b"\\u0000" in text)
