@@ -304,9 +304,7 @@ def _cell_posteriors(
     # of that interval below the ceiling (1 below, 0 above, a fraction at the boundary), so a
     # cell's prior changes continuously with its n: one more episode moves the ceiling a
     # little, never a whole grid step at once. The lowest point is always allowed.
-    share = _allowed_share(curve, n_now, grid)
-    last = share.shape[1] - 1 - np.argmax(share[:, ::-1] > 0, axis=1)
-    top_share = share[np.arange(size), last]
+    last, top_share = _ceiling(curve, n_now, grid)
 
     # Only evaluated cells have a likelihood; the rest (most cells of a gap report) hold their
     # truncated prior.
@@ -327,7 +325,7 @@ def _cell_posteriors(
         starts = np.flatnonzero(np.r_[True, cells_sorted[1:] != cells_sorted[:-1]])
         loglik[cells_sorted[starts]] = np.add.reduceat(per_row[order], starts, axis=0)
     with np.errstate(divide="ignore"):
-        loglik = loglik + np.log(share[cells])
+        loglik = loglik + np.log(_share_rows(last[cells], top_share[cells], grid.size))
 
     # The normaliser of each cell's truncated prior, per spread: the cumulative sum up to the
     # point below its last allowed one, plus that one's share.
@@ -356,7 +354,9 @@ def _cell_posteriors(
     weights /= weights.sum()
 
     # A cell without evidence: sum_s w_s prior_s / (its truncated normaliser), times its share.
-    posterior = ((weights[None, :] / norm) @ priors) * share
+    posterior = (weights[None, :] / norm) @ priors
+    posterior[np.arange(grid.size)[None, :] > last[:, None]] = 0.0
+    posterior[np.arange(size), last] *= top_share
     # An evaluated cell: sum_s w_s L_c prior_s / mass_cs, one product over the spreads;
     # cells whose weights would overflow it are read in logs too.
     with np.errstate(divide="ignore"):
@@ -371,18 +371,32 @@ def _cell_posteriors(
     return posterior, float(np.dot(weights, spreads))
 
 
-def _allowed_share(curve: LearningCurve, n_now: FloatArray, grid: FloatArray) -> FloatArray:
-    """Each cell's allowed share of each grid point's interval (cells x grid): the part of
-    ``log m`` within half a step of the point whose rate at the cell's n is at most 1."""
-    share = np.ones((n_now.size, grid.size))
-    if curve.a > 0:
-        level_now = level_from_amplitude(curve.a, n_now, curve.b)
-        step = float(grid[1] - grid[0])
-        with np.errstate(divide="ignore"):
-            log_ceiling = np.log(1.0 - curve.f_inf) - np.log(level_now)
-        share = np.clip((log_ceiling[:, None] - (grid[None, :] - step / 2)) / step, 0.0, 1.0)
-        share[:, 0] = np.where(share[:, 0] > 0, share[:, 0], 1.0)
-    return share
+def _ceiling(
+    curve: LearningCurve, n_now: FloatArray, grid: FloatArray
+) -> tuple[IntArray, FloatArray]:
+    """Each cell's last allowed grid point and the share of its interval allowed: grid point
+    ``j`` stands for ``log m`` within half a step of it, allowed where the rate at the cell's
+    n is at most 1 (the points below ``last`` wholly, none above it; the lowest always)."""
+    size = n_now.size
+    if not curve.a > 0:
+        return np.full(size, grid.size - 1), np.ones(size)
+    step = float(grid[1] - grid[0])
+    level_now = level_from_amplitude(curve.a, n_now, curve.b)
+    log_ceiling = np.log(1.0 - curve.f_inf) - np.log(level_now)
+    # In steps above the lower edge of the lowest point's interval.
+    position = (log_ceiling - (grid[0] - step / 2)) / step
+    last = np.clip(np.ceil(position).astype(np.int64) - 1, 0, grid.size - 1)
+    top_share = np.clip(position - last, 0.0, 1.0)
+    top_share = np.where(top_share > 0, top_share, 1.0)  # the lowest point when nothing fits
+    return last, top_share
+
+
+def _share_rows(last: IntArray, top_share: FloatArray, size: int) -> FloatArray:
+    """The allowed share of every grid point, per cell (rows of 1, the top share, then 0)."""
+    points = np.arange(size)[None, :]
+    rows = (points < last[:, None]).astype(np.float64)
+    rows[np.arange(last.size), last] = top_share
+    return rows
 
 
 def _refit_with_offsets(

@@ -11,8 +11,14 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from hypothesis import settings
 
 from tests.factories import World, build_world
+
+# No deadline on property tests: how long an example takes depends on the machine and on what
+# else it runs, and timing belongs in bench/, not in a test that passes or fails.
+settings.register_profile("fieldcraft", deadline=None)
+settings.load_profile("fieldcraft")
 
 
 @pytest.fixture(autouse=True)
