@@ -419,28 +419,67 @@ def test_a_replay_is_the_same_event_however_it_is_spelled(world_a, manager):
     assert changed.json()["event_ids"] == ["c1"]
 
 
-def test_the_column_way_and_the_event_way_give_the_same_rows(world_a):
-    from analytics.services.production.checks import _cycle_rows, _event_rows
+def test_the_column_way_and_the_event_way_give_the_same_rows(world_a, monkeypatch):
+    from analytics.services.production import checks
     from analytics.services.production.decode import decode_values
     from analytics.services.production.errors import IngestResult
     from analytics.services.production.references import references_resolve
 
+    monkeypatch.setattr(checks, "CHUNK", 7)  # several chunks, one of them mixed
     events = [cycle(world_a, n) for n in range(40)] + [intervention(world_a, n) for n in range(3)]
     events[7]["policy"] = world_a.policy.slug
     events[9].pop("duration_s")
+    events[12], events[41] = events[41], events[12]
     batch = decode_values(events)
     errors: list[Any] = []
     resolved = references_resolve(batch, world_a.operator, None, False, errors, IngestResult())
 
-    by_columns = _cycle_rows(batch, resolved)
-    by_events = _event_rows(batch, resolved, errors)
+    chunks = list(checks.column_chunks(batch, resolved))
+    by_events = checks.check_batch(batch, resolved, errors)
 
     assert errors == []
-    assert by_columns is not None
-    assert sorted(zip(by_columns.lines, by_columns.rows, strict=True)) == sorted(
-        zip(by_events.lines, by_events.rows, strict=True)
-    )
-    assert len(by_columns.rows) == 43
+    assert len(chunks) == 7
+    by_columns = [row for cycles, others in chunks for row in (*cycles, *others)]
+    assert sorted(by_columns, key=repr) == sorted(by_events.rows, key=repr)
+    assert len(by_columns) == 43
+    assert {row[2] for cycles, _o in chunks for row in cycles} == {"cycle"}
+
+
+def test_an_event_needing_a_closer_look_after_chunks_went_to_the_ledger_stores_nothing(
+    world_a, manager, monkeypatch
+):
+    from analytics.services.production import checks
+
+    monkeypatch.setattr(checks, "CHUNK", 10)
+    events = [cycle(world_a, n) for n in range(25)]
+    events[22].pop("outcome")  # in the third chunk, after two went to the ledger
+
+    response = post(manager, events)
+
+    assert response.status_code == 400, response.content
+    assert response.json()["errors"] == [
+        {"line": 23, "field": "outcome", "message": 'expected "success" or "failure"'}
+    ]
+    assert nothing_stored(world_a)
+
+
+def test_an_id_stored_before_in_a_later_chunk_is_a_duplicate_and_the_rest_is_new(
+    world_a, manager, monkeypatch
+):
+    from analytics.services.production import checks
+
+    monkeypatch.setattr(checks, "CHUNK", 10)
+    events = [cycle(world_a, n) for n in range(25)]
+    assert post(manager, [events[21], intervention(world_a, 1)]).status_code == 201
+
+    response = post(manager, [*events, intervention(world_a, 1), intervention(world_a, 2)])
+
+    assert response.status_code == 201, response.content
+    assert response.json()["cycles"] == 24
+    assert response.json()["interventions"] == 1
+    assert response.json()["duplicates"] == 2
+    assert log_rows(world_a.deployment) == ledger_group_by(world_a.deployment)
+    assert sum(row[3] for row in log_rows(world_a.deployment)) == 25
 
 
 @given(
@@ -473,3 +512,14 @@ def test_local_days_a_column_at_a_time_are_each_instants_own(seconds, zones):
     assert _LocalDays(deployments).days(ids, ats) == expected
     days = _LocalDays(deployments)
     assert [days.day(d, at) for d, at in zip(ids, ats, strict=True)] == expected
+
+
+def test_the_garbage_collector_is_back_on_after_a_batch_stored_or_refused(world_a, manager):
+    import gc
+
+    stored = post(manager, [cycle(world_a, 1)])
+    refused = post(manager, [cycle(world_a, 2, outcome="maybe")])
+
+    assert stored.status_code == 201
+    assert refused.status_code == 400
+    assert gc.isenabled()

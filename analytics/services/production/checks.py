@@ -9,9 +9,10 @@ once each (:mod:`.references`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from operator import attrgetter
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -105,80 +106,121 @@ class _LocalDays:
 
 
 def check_batch(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> Checked:
-    """Rows for the batch's events; appends to ``errors`` what is wrong with each.
-
-    A batch of new events whose cycles are all well formed takes the column-wise way
-    (:func:`_cycle_rows`); anything else goes event by event (:func:`_event_rows`), which
-    says what is wrong. Both give the same rows.
-    """
-    if not batch.maybe_nul and not any(event.op for event in batch.events):
-        checked = _cycle_rows(batch, resolved)
-        if checked is not None:
-            return checked
+    """Rows for the batch's events, event by event; appends to ``errors`` what is wrong with
+    each. (The usual batch never comes here: :func:`column_chunks` builds its rows while the
+    ledger takes them, and only a batch it cannot take is checked this way.)"""
     return _event_rows(batch, resolved, errors)
 
 
-def _cycle_rows(batch: Batch, resolved: Resolved) -> Checked | None:
-    """The rows of a batch of new events, built a column at a time (the cycles; the few
-    interventions event by event), or None when any event needs a closer look."""
-    events = batch.events
-    texts = batch.condition_texts()
-    kinds = [event.kind for event in events]
-    others_at = [i for i, kind in enumerate(kinds) if kind != "cycle"]
-    others = [events[i] for i in others_at]
-    if others:
-        keep = set(others_at)
-        cycles = [event for i, event in enumerate(events) if i not in keep]
-        texts = [text for i, text in enumerate(texts) if i not in keep]
-    else:
-        cycles = events
+CHUNK = 1_000
+"""Events per chunk of the column way: the ledger takes one chunk while the next is built."""
+
+
+class NeedsCloserLook(Exception):
+    """An event the column way does not take as it is (an op, a missing field, a time without
+    an offset or out of range, ...): the batch goes event by event."""
+
+
+_COLUMNS = tuple(
+    map(
+        attrgetter,
+        ("kind", "event_id", "deployment", "occurred_at", "outcome", "duration_s", "policy"),
+    )
+)
+_OP = attrgetter("op")
+_TZINFO = attrgetter("tzinfo")
+
+
+Rows = list[tuple[Any, ...]]
+
+
+def column_chunks(batch: Batch, resolved: Resolved) -> Iterator[tuple[Rows, Rows]]:
+    """The ledger rows of a batch of new, well-formed events, a chunk at a time: (cycles,
+    interventions), the cycles built a column at a time, the few interventions event by event.
+
+    Raises NeedsCloserLook as soon as a chunk holds an event that needs a closer look; what
+    was yielded before is then to be thrown away. Ids sent twice in the batch are left to the
+    ledger's key. The rows equal :func:`check_batch`'s.
+    """
+    if batch.maybe_nul:
+        raise NeedsCloserLook
+    events, texts = batch.events, batch.condition_texts()
+    ids_of = {slug: pk for slug, (pk, _zone) in resolved.deployments.items()}
+    days = _LocalDays(resolved.deployments)
+    latest = datetime.now(UTC) + FUTURE_TOLERANCE
+    for start in range(0, len(events), CHUNK):
+        yield _chunk_rows(
+            events[start : start + CHUNK],
+            texts[start : start + CHUNK],
+            resolved,
+            ids_of,
+            days,
+            latest,
+        )
+
+
+def _chunk_rows(
+    events: list[Event],
+    texts: list[bytes],
+    resolved: Resolved,
+    ids_of: dict[str, int],
+    days: _LocalDays,
+    latest: datetime,
+) -> tuple[Rows, Rows]:
+    if any(map(_OP, events)):
+        raise NeedsCloserLook
+    # A column per field (one getter each: no tuple per event for the collector to track).
+    kinds, ids, slugs, times, outcomes, durations, policies = (
+        list(map(getter, events)) for getter in _COLUMNS
+    )
+    others: Rows = []
+    if kinds.count("cycle") != len(kinds):
+        at = [i for i, kind in enumerate(kinds) if kind != "cycle"]
+        for i in at:
+            event = events[i]
+            if event.kind != "intervention" or event.deployment not in ids_of:
+                raise NeedsCloserLook
+            deployment_id = ids_of[event.deployment]
+            row = _row(  # (line 0: what is wrong is named by the event way)
+                event, 0, deployment_id, resolved.condition_sets, resolved.failure_modes, days
+            )
+            if isinstance(row, list) or row[3] > latest:
+                raise NeedsCloserLook
+            others.append(row)
+        keep = sorted(set(range(len(kinds))).difference(at))
+        ids, slugs, times, outcomes, durations, policies, texts = (
+            [column[i] for i in keep]
+            for column in (ids, slugs, times, outcomes, durations, policies, texts)
+        )
+        kinds = ["cycle"] * len(keep)
+    if not ids:
+        return [], others
     try:
-        ats = list(map(datetime.fromisoformat, [event.occurred_at for event in cycles]))  # type: ignore[arg-type]
-        if ats:
-            if any(at.tzinfo is None for at in ats):
-                return None
-            first, latest = min(ats), max(ats)
-            if (
-                first.year < FIRST_YEAR
-                or latest.year > LAST_YEAR
-                or latest > datetime.now(UTC) + FUTURE_TOLERANCE
-            ):
-                return None
-        slugs = [event.deployment for event in cycles]
-        deployment_ids = [resolved.deployments[slug][0] for slug in slugs]
-        sets = resolved.condition_sets
-        set_ids = [sets[text] for text in texts]
-    except (TypeError, ValueError, KeyError):  # no time, no offset, an unknown set
-        return None
-    outcomes = [event.outcome for event in cycles]
-    if None in outcomes:
-        return None
-    local = _LocalDays(resolved.deployments).days(deployment_ids, ats)
-    rows: list[tuple[Any, ...]] = list(
+        ats = list(map(datetime.fromisoformat, times))
+        deployment_ids = list(map(ids_of.__getitem__, slugs))
+        set_ids = list(map(resolved.condition_sets.__getitem__, texts))
+    except (TypeError, ValueError, KeyError) as exc:  # no time, no offset, an unknown set
+        raise NeedsCloserLook from exc
+    if None in map(_TZINFO, ats) or None in outcomes:
+        raise NeedsCloserLook
+    first, last = min(ats), max(ats)
+    if first.year < FIRST_YEAR or last.year > LAST_YEAR or last > latest:
+        raise NeedsCloserLook
+    rows = list(
         zip(
             deployment_ids,
-            [event.event_id for event in cycles],
-            [event.kind for event in cycles],
+            ids,
+            kinds,
             ats,
-            local,
+            days.days(deployment_ids, ats),
             set_ids,
-            [event.policy or "" for event in cycles],
-            [outcome == "failure" for outcome in outcomes],
-            [event.duration_s for event in cycles],
+            ["" if policy is None else policy for policy in policies],
+            list(map("failure".__eq__, outcomes)),
+            durations,
             strict=True,
         )
     )
-    lines = list(batch.lines)
-    if others:
-        rest = _event_rows(Batch(others, [lines[i] for i in others_at]), resolved, [])
-        if len(rest.rows) != len(others):
-            return None
-        keep = set(others_at)
-        lines = [line for i, line in enumerate(lines) if i not in keep] + rest.lines
-        rows += rest.rows
-    if len(set(zip([row[0] for row in rows], [row[1] for row in rows], strict=True))) != len(rows):
-        return None  # an id twice in the batch
-    return Checked(rows=rows, lines=lines, ops=[""] * len(rows))
+    return rows, others
 
 
 def _event_rows(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> Checked:

@@ -3,8 +3,8 @@ name once, and every unknown one named once with how many events carry it."""
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Collection
+from operator import attrgetter
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -23,6 +23,11 @@ from labeling.importers.writes import create_value
 from sites.models import ConditionValue, Deployment, FailureMode
 from sites.services import ConditionLookup, condition_lookup, condition_sets_intern
 
+_DEPLOYMENT = attrgetter("deployment")
+_OP = attrgetter("op")
+_FAILURE_MODE = attrgetter("failure_mode")
+_POLICY = attrgetter("policy")
+
 
 def references_resolve(
     batch: Batch,
@@ -39,7 +44,7 @@ def references_resolve(
     about another organization's).
     """
     events = batch.events
-    slugs = {event.deployment for event in events}
+    slugs = set(map(_DEPLOYMENT, events))
     deployments = {
         slug: (pk, ZoneInfo(tz))
         for pk, slug, tz in Deployment.objects.filter(
@@ -49,22 +54,29 @@ def references_resolve(
     missing = sorted(slugs - set(deployments))
     if missing:
         raise DeploymentNotFound(missing)
-    sets = Counter(batch.condition_texts())
-    sets.pop(b"null", None)  # no conditions at all: an error of the event's own (or a retraction)
+    sets = set(batch.condition_texts())
+    sets.discard(b"null")  # no conditions at all: an error of the event's own (or a retraction)
     condition_sets = _condition_sets(
         batch, organization, actor, create_values, sets, errors, result
     )
-    counted = [event for event in events if event.op != "retract"]
-    modes = {
-        event.failure_mode
-        for event in counted
-        if event.kind == "intervention" and event.failure_mode is not None
-    }
-    known_modes = dict(
-        FailureMode.objects.filter(organization=organization).values_list("code", "pk")
-    )
-    _name_unknown(batch, modes, known_modes, "failure_mode", "failure mode", errors)
-    policies = {event.policy for event in counted if event.policy is not None}
+    counted = events
+    if any(map(_OP, events)):
+        counted = [event for event in events if event.op != "retract"]
+    modes = set(map(_FAILURE_MODE, counted))
+    modes.discard(None)
+    known_modes: dict[str, int] = {}
+    if modes:  # (an intervention's; a cycle's failure mode is not read)
+        modes = {
+            event.failure_mode
+            for event in counted
+            if event.kind == "intervention" and event.failure_mode is not None
+        }
+        known_modes = dict(
+            FailureMode.objects.filter(organization=organization).values_list("code", "pk")
+        )
+        _name_unknown(batch, modes, known_modes, "failure_mode", "failure mode", errors)
+    policies = set(map(_POLICY, counted))
+    policies.discard(None)
     if policies:
         known_policies = set(
             PolicyVersion.objects.filter(organization=organization).values_list("slug", flat=True)
@@ -97,7 +109,7 @@ def _condition_sets(
     organization: Organization,
     actor: Any,
     create_values: bool,
-    sets: Counter[bytes],
+    sets: Collection[bytes],
     errors: list[IngestError],
     result: IngestResult,
 ) -> dict[bytes, int]:

@@ -1,23 +1,34 @@
 """Writing a checked batch: the ledger, the day counts and the intervention records.
 
-The usual batch is all new events. Its rows are COPYed straight into the ledger, whose
-primary key (deployment, event id) is the idempotency check: no lookup first. If any id is
-already there (a replay, a batch racing an identical one), or the batch retracts or corrects,
-the COPY is rolled back to its savepoint and the batch goes the careful way: the stored events
-under its ids are read and locked, each event is classified (duplicate, conflict, retraction,
+The usual batch is all new events. Its rows are COPYed straight into the ledger as they are
+built (:func:`new_batch_write`), a chunk at a time, so the database stores one chunk while the
+next is built; the ledger's primary key (deployment, event id) is the idempotency check: no
+lookup first. If any id is already there (a replay, a batch racing an identical one), an event
+needs a closer look, or the batch retracts or corrects, the COPY is rolled back to its
+savepoint and the batch goes the careful way (:func:`batch_write`): the stored events under
+its ids are read and locked, each event is classified (duplicate, conflict, retraction,
 correction, new) and only the new ones are inserted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from enum import Enum
 from typing import Any
 
+import numpy as np
 import psycopg
 from django.db import transaction
 
 from accounts.models import Organization
-from analytics.services.production.checks import CYCLE_COLUMNS, CYCLE_REST, ROW, Checked
+from analytics.services.production.checks import (
+    CYCLE_COLUMNS,
+    CYCLE_REST,
+    ROW,
+    Checked,
+    NeedsCloserLook,
+    Rows,
+)
 from analytics.services.production.errors import (
     MAX_ERRORS,
     IngestError,
@@ -48,11 +59,59 @@ class _Retry(Exception):
     """Another batch stored some of these events meanwhile: classify again."""
 
 
+class Refused(Enum):
+    """Why :func:`new_batch_write` stored nothing."""
+
+    CLOSER_LOOK = "an event needs a closer look"
+    KNOWN_ID = "an id is in the ledger already, or twice in the batch"
+
+
+def new_batch_write(
+    cursor: Any,
+    organization: Organization,
+    actor: Any,
+    chunks: Iterator[tuple[Rows, Rows]],
+    result: IngestResult,
+) -> Rows | Refused:
+    """Store a batch of new events as its rows are built (:func:`~.checks.column_chunks`):
+    each chunk's cycles are COPYed into the ledger and counted before the next chunk is built.
+    Returns the rows of the interventions it added, or why it stored nothing."""
+    days = _DayCounts()
+    interventions: Rows = []
+    try:
+        with transaction.atomic():
+            with cursor.copy(_COPY_CYCLES) as copy:
+                copy.set_types(_TYPES[:CYCLE_COLUMNS])
+                for cycles, others in chunks:
+                    for row in cycles:
+                        copy.write_row(row)
+                    days.add(cycles)
+                    interventions += others
+            if interventions:
+                _copy_rows(cursor, interventions, len(ROW))
+    except NeedsCloserLook:
+        return Refused.CLOSER_LOOK
+    except (psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
+        return Refused.KNOWN_ID
+    days.store(cursor, result)
+    result.interventions += len(interventions)
+    if interventions:
+        _records(cursor, organization, actor, interventions)
+    return interventions
+
+
 def batch_write(
-    cursor: Any, organization: Organization, actor: Any, checked: Checked, result: IngestResult
-) -> list[tuple[Any, ...]]:
-    """Store the batch; return the rows of the interventions it added."""
-    if not any(checked.ops):
+    cursor: Any,
+    organization: Organization,
+    actor: Any,
+    checked: Checked,
+    result: IngestResult,
+    copy_first: bool = True,
+) -> Rows:
+    """Store the batch; return the rows of the interventions it added. A batch of new events
+    is COPYed first (unless ``copy_first`` is false: some of its ids are known to be taken);
+    the careful way takes the rest."""
+    if copy_first and not any(checked.ops):
         try:
             with transaction.atomic():
                 _copy(cursor, checked.rows)
@@ -74,25 +133,29 @@ def batch_write(
     raise AssertionError("unreachable")
 
 
+_COPY_CYCLES = (
+    f"COPY sites_productionevent ({', '.join(ROW[:CYCLE_COLUMNS])}) FROM STDIN (FORMAT BINARY)"
+)
+
+
 def _copy(cursor: Any, rows: Sequence[tuple[Any, ...]]) -> None:
     """COPY new events into the ledger: cycles with their own columns, then interventions."""
     cycles = [row for row in rows if row[2] == "cycle"]
     if cycles:
-        columns = ", ".join(ROW[:CYCLE_COLUMNS])
-        with cursor.copy(
-            f"COPY sites_productionevent ({columns}) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(_TYPES[:CYCLE_COLUMNS])
-            for row in cycles:
-                copy.write_row(row)
+        _copy_rows(cursor, cycles, CYCLE_COLUMNS)
     interventions = [row for row in rows if row[2] != "cycle"]
     if interventions:
-        with cursor.copy(
-            f"COPY sites_productionevent ({', '.join(ROW)}) FROM STDIN (FORMAT BINARY)"
-        ) as copy:
-            copy.set_types(_TYPES)
-            for row in interventions:
-                copy.write_row(row)
+        _copy_rows(cursor, interventions, len(ROW))
+
+
+def _copy_rows(cursor: Any, rows: Sequence[tuple[Any, ...]], width: int) -> None:
+    """COPY rows of the ledger's first ``width`` columns."""
+    with cursor.copy(
+        f"COPY sites_productionevent ({', '.join(ROW[:width])}) FROM STDIN (FORMAT BINARY)"
+    ) as copy:
+        copy.set_types(_TYPES[:width])
+        for row in rows:
+            copy.write_row(row)
 
 
 def _careful(
@@ -238,29 +301,59 @@ def _count(
     actor: Any,
     rows: Iterable[tuple[Any, ...]],
     result: IngestResult,
-) -> list[tuple[Any, ...]]:
+) -> Rows:
     """Count newly stored events: cycles into the day counts, interventions as failure
     records linked from their ledger rows. Returns the interventions' rows."""
-    days: dict[tuple[Any, ...], list[Any]] = {}
-    interventions = []
+    cycles: Rows = []
+    interventions: Rows = []
     for row in rows:
-        if row[2] != "cycle":
-            interventions.append(row)
-            continue
-        key = (row[0], row[5], row[4], row[6])
-        counts = days.get(key)
-        if counts is None:
-            counts = days[key] = [0, 0, 0.0, 0]
-        counts[0] += 1
-        if row[7]:
-            counts[1] += 1
-        if row[8] is not None:
-            counts[2] += row[8]
-            counts[3] += 1
-    result.cycles += sum(counts[0] for counts in days.values())
+        (cycles if row[2] == "cycle" else interventions).append(row)
+    days = _DayCounts()
+    days.add(cycles)
+    days.store(cursor, result)
     result.interventions += len(interventions)
-    if days:
-        keys = sorted(days)  # one lock order for every batch
+    if interventions:
+        _records(cursor, organization, actor, interventions)
+    return interventions
+
+
+class _DayCounts:
+    """Cycles counted per deployment x condition set x site-local day x policy version."""
+
+    def __init__(self) -> None:
+        self._slots: dict[tuple[Any, ...], int] = {}  # key -> its position in the sums
+        # cycles, failures, seconds of the timed ones, timed ones: per key
+        self._sums = [np.zeros(0) for _ in range(4)]
+
+    def add(self, cycles: Sequence[tuple[Any, ...]]) -> None:
+        if not cycles:
+            return
+        # A column at a time: each row's key is numbered by a dict, the sums are bincounts.
+        deployments, _i, _k, _a, days, sets, policies, failed, durations = zip(*cycles, strict=True)
+        slots = self._slots
+        keys = list(zip(deployments, sets, days, policies, strict=True))
+        for key in set(keys).difference(slots):
+            slots[key] = len(slots)
+        index = np.fromiter(map(slots.__getitem__, keys), dtype=np.int64, count=len(keys))
+        seconds = np.array(durations, dtype=np.float64)  # None -> NaN: no duration sent
+        timed = ~np.isnan(seconds)
+        size = len(slots)
+        for column, weights in enumerate(
+            (None, np.array(failed, dtype=np.float64), np.where(timed, seconds, 0.0), timed)
+        ):
+            sums = np.bincount(index, weights=weights, minlength=size)
+            if self._sums[column].size < size:
+                self._sums[column] = np.pad(self._sums[column], (0, size - self._sums[column].size))
+            self._sums[column] += sums
+
+    def store(self, cursor: Any, result: IngestResult) -> None:
+        """Add the counts to the stored ones, in one lock order for every batch (by key)."""
+        if not self._slots:
+            return
+        cycles, failures, seconds, timed = self._sums
+        result.cycles += int(cycles.sum())
+        keys = sorted(self._slots)
+        at = [self._slots[key] for key in keys]
         cursor.execute(
             "INSERT INTO sites_productionlog (deployment_id, condition_set_id, day, policy, "
             "cycles, failures, duration_seconds, timed_cycles) SELECT * FROM unnest(%b::int8[], "
@@ -271,11 +364,13 @@ def _count(
             "duration_seconds = sites_productionlog.duration_seconds + EXCLUDED.duration_seconds, "
             "timed_cycles = sites_productionlog.timed_cycles + EXCLUDED.timed_cycles",
             [[key[i] for key in keys] for i in range(4)]
-            + [[days[key][i] for key in keys] for i in range(4)],
+            + [
+                cycles[at].astype(np.int64).tolist(),
+                failures[at].astype(np.int64).tolist(),
+                seconds[at].tolist(),
+                timed[at].astype(np.int64).tolist(),
+            ],
         )
-    if interventions:
-        _records(cursor, organization, actor, interventions)
-    return interventions
 
 
 def _records(
