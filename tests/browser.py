@@ -18,6 +18,19 @@ needs_chromium = [
 ]
 
 
+def fair_scheduling() -> None:
+    """Run this process (and what it starts) under the ordinary scheduler.
+
+    SVT-AV1 run as root used to leave a test worker SCHED_FIFO at top priority (see
+    ``labeling.capture.video._ordinary_scheduling``); the Chromium it launched then inherited
+    the policy, and its zygotes spun in the kernel reaping their children while the tasks
+    they waited on never got the CPU: the suite stalled. A real-time policy is never what a
+    test needs, whatever set it.
+    """
+    if os.sched_getscheduler(0) in (os.SCHED_FIFO, os.SCHED_RR):
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+
+
 @contextmanager
 def chromium() -> Iterator[Any]:
     """Launch Chromium; the ORM runs in the test thread beside Playwright's event loop, so
@@ -25,6 +38,7 @@ def chromium() -> Iterator[Any]:
     not leak into other tests, e.g. the subprocess that runs `check --deploy`)."""
     from playwright.sync_api import sync_playwright
 
+    fair_scheduling()
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:

@@ -13,7 +13,10 @@ import pytest
 from django.test import Client
 from hypothesis import settings
 
+from tests.browser import fair_scheduling
 from tests.factories import World, build_world
+
+fair_scheduling()  # in every worker: see its docstring
 
 # No deadline on property tests: how long an example takes depends on the machine and on what
 # else it runs, and timing belongs in bench/, not in a test that passes or fails.

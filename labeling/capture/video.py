@@ -64,6 +64,34 @@ class VideoError(Exception):
     """A video file cannot be written or read as required; the message names the file."""
 
 
+_REAL_TIME = (os.SCHED_FIFO, os.SCHED_RR)
+
+
+def _real_time_threads() -> set[int]:
+    """The ids of this process's threads that run under a real-time policy."""
+    found = set()
+    with contextlib.suppress(OSError):
+        for name in os.listdir("/proc/self/task"):
+            with contextlib.suppress(OSError, ValueError):
+                if os.sched_getscheduler(int(name)) in _REAL_TIME:
+                    found.add(int(name))
+    return found
+
+
+def _ordinary_scheduling(*, keep: set[int]) -> None:
+    """Put back under the ordinary scheduler every thread of this process that an encoder
+    made real-time (all but ``keep``).
+
+    SVT-AV1 run as root makes the thread that opens it and its ~40 worker threads SCHED_FIFO
+    at top priority: an encoding worker would then starve the database and the web server,
+    and every process it starts would inherit the policy (Chromium spun in the kernel that
+    way in the test suite).
+    """
+    for tid in _real_time_threads() - keep:
+        with contextlib.suppress(OSError):  # a thread that has ended meanwhile
+            os.sched_setscheduler(tid, os.SCHED_OTHER, os.sched_param(0))
+
+
 class VideoHung(VideoError):
     """The encoder did not finish flushing in time (SVT-AV1 3.1 and later can hang there,
     AOMediaCodec/SVT-AV1 issues 2300 and 2311): nothing is wrong with the input, so the
@@ -214,7 +242,9 @@ class VideoEncoder:
             context.color_range = _COLOR_RANGE_LIMITED
             self._stream = stream
             # Opens the encoder and writes the header now, so bad options fail here.
+            real_time = _real_time_threads()
             self._container.start_encoding()
+            _ordinary_scheduling(keep=real_time)
         except av.FFmpegError as exc:
             self._discard()
             raise VideoError(f"{self.path}: cannot start {codec} encoder {options}: {exc}") from exc

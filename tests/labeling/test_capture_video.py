@@ -430,3 +430,26 @@ def test_a_flush_that_never_ends_is_a_hung_encoder_not_a_hung_caller(tmp_path, m
 
     assert not (tmp_path / "out.mp4").exists()
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("codec", ["libsvtav1", "libx264"])
+def test_an_encoder_leaves_every_thread_under_the_ordinary_scheduler(tmp_path, codec):
+    # SVT-AV1 run as root (as here and in a container) made its threads and the caller
+    # SCHED_FIFO at top priority; an encoding worker then starved everything else.
+    import os
+
+    def real_time() -> list[int]:
+        return [
+            int(tid)
+            for tid in os.listdir("/proc/self/task")
+            if os.sched_getscheduler(int(tid)) in (os.SCHED_FIFO, os.SCHED_RR)
+        ]
+
+    before = real_time()
+    encoder = VideoEncoder(tmp_path / "a.mp4", width=64, height=64, fps=10, codec=codec)
+    during = real_time()
+    encoder.write(np.zeros((64, 64, 3), np.uint8))
+    encoder.close()
+
+    assert before == during == []
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
