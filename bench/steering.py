@@ -11,6 +11,15 @@ noise, until the true reliability reaches the target or the rounds run out. Prin
 strategy, the median episodes to target (a seed that never reaches it counts as infinite)
 and how many seeds reached it, then the ratio steered / uniform of the medians and the
 median of the per-seed ratios. Acceptance: ratio <= 0.5.
+
+``--oracle [--seeds 16] [--rounds 12] [--budget 5000]``: for each world family of
+:data:`~analytics.steering.simulate.WORLDS` (independent cells, shared transfer, costs,
+noisy evaluation, drift, all together) and each seed from 1000 on (seeds no other bench or
+test tunes on), runs steered, proportional, uniform and the oracle that knows the hidden
+truth for a fixed number of rounds, and prints per family the median over seeds of each
+strategy's excess failures divided by the oracle's (10th-90th percentile in brackets).
+Excess failures: the sum over rounds of (true failure mass after the round - floor mass) *
+cycles per day, a round counted as one day of production. No acceptance threshold.
 """
 
 from __future__ import annotations
@@ -20,8 +29,10 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 from multiprocessing import Pool
 from pathlib import Path
+from typing import TypeVar
 
 # One BLAS thread per process: the arrays are small, and idle BLAS threads spinning next to
 # the worker processes only steal their CPU. Must be set before numpy is imported.
@@ -33,13 +44,30 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analytics.steering.recommend import Exploration  # noqa: E402
-from analytics.steering.simulate import WorldConfig, median_or_none, simulate  # noqa: E402
-from analytics.steering.strategies import STRATEGY_NAMES  # noqa: E402
+from analytics.steering.simulate import (  # noqa: E402
+    ORACLE,
+    WORLDS,
+    WorldConfig,
+    excess_failures,
+    median_or_none,
+    simulate,
+)
+from analytics.steering.strategies import STEERED_WITHOUT_TRANSFER, STRATEGY_NAMES  # noqa: E402
 
 TARGET_RATIO = 0.5
+EPISODES_SEEDS, EPISODES_ROUNDS = 50, 400
+ORACLE_SEEDS, ORACLE_ROUNDS, ORACLE_FIRST_SEED = 16, 12, 1000
+AGAINST_ORACLE: tuple[str, ...] = (
+    "steered",
+    STEERED_WITHOUT_TRANSFER,
+    "proportional",
+    "uniform",
+)
 
 
 Job = tuple[int, float, int, WorldConfig, Exploration]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def run_seed(job: Job) -> dict[str, float | None]:
@@ -59,25 +87,116 @@ def run_seed(job: Job) -> dict[str, float | None]:
     }
 
 
+OracleJob = tuple[str, int, float, int, Exploration]
+
+
+def run_against_oracle(job: OracleJob) -> tuple[str, dict[str, float], float, float]:
+    """Return one seed's excess failures per strategy, and the oracle's first and last reliability."""
+    family, seed, budget, rounds, exploration = job
+    excess: dict[str, float] = {}
+    first = last = math.nan
+    for name in (*AGAINST_ORACLE, ORACLE):
+        result = simulate(
+            name,
+            seed=seed,
+            rounds=rounds,
+            budget=budget,
+            config=WORLDS[family],
+            exploration=exploration,
+        )
+        excess[name] = excess_failures(result)
+        if name == ORACLE:
+            first, last = result.reliability[0], result.reliability[-1]
+    return family, excess, first, last
+
+
+def _map(worker: Callable[[T], R], jobs: list[T], workers: int) -> list[R]:
+    if workers > 1:
+        with Pool(workers) as pool:
+            return pool.map(worker, jobs, chunksize=1)
+    return [worker(job) for job in jobs]
+
+
+def oracle_main(args: argparse.Namespace) -> int:
+    """Print, per world family, each strategy's excess failures over the oracle's."""
+    seeds = ORACLE_SEEDS if args.seeds is None else args.seeds
+    rounds = ORACLE_ROUNDS if args.rounds is None else args.rounds
+    exploration = Exploration(args.exploration, args.level)
+    started = time.perf_counter()
+    jobs: list[OracleJob] = [
+        (family, seed, args.budget, rounds, exploration)
+        for seed in range(ORACLE_FIRST_SEED, ORACLE_FIRST_SEED + seeds)
+        for family in WORLDS
+    ]
+    rows = _map(run_against_oracle, jobs, args.workers)
+    elapsed = time.perf_counter() - started
+
+    print(
+        f"{seeds} seeds ({ORACLE_FIRST_SEED}..{ORACLE_FIRST_SEED + seeds - 1}), {rounds} rounds "
+        f"of {args.budget:,.0f} episodes, steered with {exploration.method} "
+        f"{exploration.level:g}, {args.workers} workers ({elapsed:.1f} s)"
+    )
+    print(
+        "excess failures / oracle's: median [10th-90th percentile] over seeds; excess = sum "
+        "over rounds of (true failure mass - floor) x cycles per day, a round = one day"
+    )
+    header = "".join(f"{name:>22}" for name in AGAINST_ORACLE)
+    print(f"{'family':<13}{'oracle excess':>14}{'oracle reliability':>24}{header}")
+    for family in WORLDS:
+        mine = [row for row in rows if row[0] == family]
+        oracle = np.array([row[1][ORACLE] for row in mine])
+        first = float(np.median([row[2] for row in mine]))
+        last = float(np.median([row[3] for row in mine]))
+        cells = ""
+        for name in AGAINST_ORACLE:
+            ratio = np.array([row[1][name] for row in mine]) / oracle
+            p10, p50, p90 = np.percentile(ratio, [10, 50, 90])
+            cells += f"{f'{p50:.3f} [{p10:.2f}-{p90:.2f}]':>22}"
+        reliability = f"{first:.4f} -> {last:.4f}"
+        print(f"{family:<13}{float(np.median(oracle)):>14,.0f}{reliability:>24}{cells}")
+    return 0
+
+
 def _fmt(x: float | None) -> str:
     return "not reached" if x is None else f"{x:,.0f}"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=50)
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        default=None,
+        help=f"default {EPISODES_SEEDS}; with --oracle {ORACLE_SEEDS}",
+    )
     parser.add_argument("--budget", type=float, default=5_000.0)
-    parser.add_argument("--rounds", type=int, default=400)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help=f"default {EPISODES_ROUNDS}; with --oracle {ORACLE_ROUNDS} (fixed, no stop)",
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument(
         "--transfer",
         type=float,
         default=WorldConfig().transfer,
-        help="hidden transfer between neighbouring cells (world realism)",
+        help="hidden transfer between neighbouring cells (world realism; not with --oracle)",
     )
     parser.add_argument("--exploration", choices=["ucb", "thompson", "mean"], default="ucb")
     parser.add_argument("--level", type=float, default=Exploration().level)
+    parser.add_argument(
+        "--oracle",
+        action="store_true",
+        help="excess failures against an oracle that knows the truth, per world family",
+    )
     args = parser.parse_args()
+    if args.oracle:
+        return oracle_main(args)
+    if args.seeds is None:
+        args.seeds = EPISODES_SEEDS
+    if args.rounds is None:
+        args.rounds = EPISODES_ROUNDS
 
     started = time.perf_counter()
     config = WorldConfig(transfer=args.transfer)
@@ -85,11 +204,7 @@ def main() -> int:
     jobs: list[Job] = [
         (seed, args.budget, args.rounds, config, exploration) for seed in range(1, args.seeds + 1)
     ]
-    if args.workers > 1:
-        with Pool(args.workers) as pool:
-            rows = pool.map(run_seed, jobs, chunksize=1)
-    else:
-        rows = [run_seed(job) for job in jobs]
+    rows = _map(run_seed, jobs, args.workers)
     elapsed = time.perf_counter() - started
 
     print(

@@ -2,15 +2,16 @@
 
 An :class:`Observation` holds what a programme manager actually has before a round: the
 target shares, the training counts, the evaluation history (per evaluation: training counts
-of the evaluated policy, trials and successes per cell), the budget, costs and cycles per
-day. The simulator builds it from its world (:mod:`analytics.steering.simulate`); the truth
-behind the world never enters it, and this module does not import the simulator, so
-strategies written against it cannot reach the truth either.
+of the evaluated policy, trials and successes per cell), the budget, costs, cycles per day
+and, where the world names them, each cell's conditions. The simulator builds it from its
+world (:mod:`analytics.steering.simulate`); the truth behind the world never enters it, and
+this module does not import the simulator, so strategies written against it cannot reach
+the truth either.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,8 +35,9 @@ class Observation:
 
     ``eval_*`` have one row per evaluation so far (the first is the starting policy) and one
     column per cell; ``eval_train_count[e]`` are the training counts of the policy evaluated
-    in evaluation ``e``. ``round`` counts rounds completed. Raises ValueError on shapes that
-    do not agree.
+    in evaluation ``e``. ``round`` counts rounds completed. ``conditions`` names each cell's
+    condition per dimension (``{"lighting": "dim sodium", ...}``), or is empty when the
+    cells are only labels. Raises ValueError on shapes or counts that do not agree.
     """
 
     round: int
@@ -49,6 +51,7 @@ class Observation:
     eval_train_count: FloatArray
     eval_trials: FloatArray
     eval_successes: FloatArray
+    conditions: Sequence[Mapping[str, str]] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "labels", tuple(self.labels))
@@ -65,6 +68,12 @@ class Observation:
             raise ValueError("evaluation arrays must be (evaluations, cells) and agree")
         if self.eval_successes.shape != shape:
             raise ValueError("evaluation arrays must be (evaluations, cells) and agree")
+        conditions = tuple(dict(cell) for cell in self.conditions)
+        if conditions and len(conditions) != size:
+            raise ValueError(
+                f"conditions must be empty or one mapping per cell ({size}), got {len(conditions)}"
+            )
+        object.__setattr__(self, "conditions", conditions)
 
     @property
     def n_cells(self) -> int:

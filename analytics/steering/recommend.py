@@ -32,7 +32,8 @@ import numpy.typing as npt
 from analytics.intervals import wilson_interval
 from analytics.learning import CurveSet, EvaluationRows, fit_curve_set
 from analytics.steering.text import format_count, format_interventions, format_percent
-from analytics.steering.waterfill import waterfill
+from analytics.steering.transfer import CellStructure, TransferModel, estimate_transfer
+from analytics.steering.waterfill import waterfill, waterfill_with_transfer
 from campaigns.planning.gain import power_gain
 
 FloatArray = npt.NDArray[np.float64]
@@ -89,6 +90,16 @@ class CellInput:
     trials: int
     successes: int
     cost_per_episode: float = 1.0
+    conditions: Mapping[str, str] | None = None  # {dimension: value}: what transfer follows
+
+
+@dataclass(frozen=True)
+class HistoryRound:
+    """An earlier round: the evaluation it started from and the episodes added after it,
+    per cell id (cells it does not name were not evaluated and got nothing)."""
+
+    round: int
+    cells: Mapping[str, tuple[int, int, int]]  # id -> (trials, successes, added)
 
 
 @dataclass(frozen=True)
@@ -128,6 +139,7 @@ class Recommendation:
     ranking_amplitude: FloatArray
     planner_failure_rates: FloatArray
     notes: list[str] = field(default_factory=list)
+    transfer: TransferModel | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready form printed by ``manage.py recommend``."""
@@ -165,8 +177,28 @@ class Recommendation:
                 "cell_spread_tau": _round(self.curves.tau),
                 "reason": self.curves.fit.reason,
             },
+            "transfer": _transfer_dict(self.transfer),
             "notes": list(self.notes),
         }
+
+
+def _transfer_dict(transfer: TransferModel | None) -> dict[str, Any] | None:
+    if transfer is None:
+        return None
+    return {
+        "strength_per_dimension": {
+            name: {"strength": _round(s), "low": _round(low), "high": _round(high)}
+            for name, s, low, high in zip(
+                transfer.structure.dimensions,
+                transfer.strength,
+                transfer.low,
+                transfer.high,
+                strict=True,
+            )
+        },
+        "evaluations": transfer.evaluations,
+        "how": transfer.describe(),
+    }
 
 
 def _round(x: float, places: int = 3) -> float:
@@ -256,6 +288,7 @@ def parse_cells(raw_cells: object) -> list[CellInput]:
                 trials=int(trials),
                 successes=int(successes),
                 cost_per_episode=cost,
+                conditions=_conditions(raw.get("conditions"), where),
             )
         )
     total = sum(c.target_share for c in cells)
@@ -267,6 +300,112 @@ def parse_cells(raw_cells: object) -> list[CellInput]:
     return cells
 
 
+def _conditions(raw: object, where: str) -> dict[str, str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or not raw:
+        raise RecommendationInputError(
+            f'{where}: \'conditions\' must be an object {{"<dimension>": "<value>", ...}}'
+        )
+    for dimension, value in raw.items():
+        if not isinstance(value, str) or not value or not dimension:
+            raise RecommendationInputError(
+                f"{where}: 'conditions.{dimension}' must be a value name (a non-empty string), "
+                f"got {value!r}"
+            )
+    return dict(raw)
+
+
+def parse_history(raw: object, cells: Sequence[CellInput]) -> list[HistoryRound]:
+    """Return the validated ``history`` (earlier rounds, oldest first).
+
+    Raises RecommendationInputError naming the round, the cell and the field: unknown cell
+    ids, rounds out of order, successes above trials, and more episodes added to a cell over
+    the rounds than it holds now.
+    """
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise RecommendationInputError(
+            "'history' must be a list of rounds, oldest first: "
+            '[{"round": r, "cells": [{"id", "trials", "successes", "added"}, ...]}, ...]'
+        )
+    known = {cell.id for cell in cells}
+    rounds: list[HistoryRound] = []
+    for index, item in enumerate(raw):
+        if not isinstance(item, Mapping):
+            raise RecommendationInputError(f"history #{index + 1} must be an object")
+        if "round" not in item:
+            raise RecommendationInputError(f"history #{index + 1}: missing field 'round'")
+        number = int(_number(item["round"], what=f"history #{index + 1}: 'round'", whole=True))
+        where = f"history round {number}"
+        if rounds and number <= rounds[-1].round:
+            raise RecommendationInputError(
+                f"{where}: rounds must be oldest first (it follows round {rounds[-1].round})"
+            )
+        raw_cells = item.get("cells")
+        if not isinstance(raw_cells, list):
+            raise RecommendationInputError(f"{where}: 'cells' must be a list")
+        entries: dict[str, tuple[int, int, int]] = {}
+        for position, entry in enumerate(raw_cells):
+            if not isinstance(entry, Mapping) or "id" not in entry:
+                raise RecommendationInputError(
+                    f"{where}: cell #{position + 1} must be an object with an 'id'"
+                )
+            cell_id = str(entry["id"])
+            at = f"{where}, cell {cell_id!r}"
+            if cell_id not in known:
+                raise RecommendationInputError(f"{at}: not one of the cells")
+            if cell_id in entries:
+                raise RecommendationInputError(f"{at}: listed twice")
+            values = []
+            for name in ("trials", "successes", "added"):
+                value = entry.get(name, 0)
+                values.append(int(_number(value, what=f"{at}: {name!r}", whole=True)))
+            trials, successes, added = values
+            if successes > trials:
+                raise RecommendationInputError(
+                    f"{at}: 'successes' ({successes}) exceeds 'trials' ({trials})"
+                )
+            entries[cell_id] = (trials, successes, added)
+        rounds.append(HistoryRound(round=number, cells=entries))
+    evaluations(cells, rounds)  # more added than a cell holds is an error
+    return rounds
+
+
+def evaluations(
+    cells: Sequence[CellInput], history: Sequence[HistoryRound]
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(training counts, trials, successes), one row per evaluation (the history's, oldest
+    first, then the current one) and one column per cell. A round's counts are today's less
+    what was added in it and after it. Raises RecommendationInputError when that would be
+    negative."""
+    size = len(cells)
+    index = {cell.id: i for i, cell in enumerate(cells)}
+    rows = len(history) + 1
+    counts = np.zeros((rows, size))
+    trials = np.zeros((rows, size))
+    successes = np.zeros((rows, size))
+    counts[-1] = [cell.train_count for cell in cells]
+    trials[-1] = [cell.trials for cell in cells]
+    successes[-1] = [cell.successes for cell in cells]
+    for r in range(len(history) - 1, -1, -1):
+        added = np.zeros(size)
+        for cell_id, (t, s, a) in history[r].cells.items():
+            trials[r, index[cell_id]] = t
+            successes[r, index[cell_id]] = s
+            added[index[cell_id]] = a
+        counts[r] = counts[r + 1] - added
+        short = np.flatnonzero(counts[r] < 0)
+        if short.size:
+            cell = cells[int(short[0])]
+            raise RecommendationInputError(
+                f"history round {history[r].round}, cell {cell.id!r}: more episodes were added "
+                f"from this round on than the cell holds now ({cell.train_count:g})"
+            )
+    return counts, trials, successes
+
+
 @dataclass(frozen=True)
 class RecommendationRequest:
     """A parsed ``recommend`` input file."""
@@ -274,13 +413,14 @@ class RecommendationRequest:
     cells: list[CellInput]
     budget: float
     cycles_per_day: float
+    history: list[HistoryRound] = field(default_factory=list)
 
 
 def parse_request(data: object) -> RecommendationRequest:
     """Return the validated request from a decoded JSON document.
 
-    Expects ``{"budget": B, "cycles_per_day": C, "cells": [...]}``; raises
-    RecommendationInputError naming the first problem.
+    Expects ``{"budget": B, "cycles_per_day": C, "cells": [...], "history"?: [...]}``;
+    raises RecommendationInputError naming the first problem.
     """
     if not isinstance(data, Mapping):
         raise RecommendationInputError(
@@ -291,8 +431,12 @@ def parse_request(data: object) -> RecommendationRequest:
             raise RecommendationInputError(f"missing field {name!r}")
     budget = _number(data["budget"], what="'budget'")
     cycles = _number(data["cycles_per_day"], what="'cycles_per_day'")
+    cells = parse_cells(data["cells"])
     return RecommendationRequest(
-        cells=parse_cells(data["cells"]), budget=budget, cycles_per_day=cycles
+        cells=cells,
+        budget=budget,
+        cycles_per_day=cycles,
+        history=parse_history(data.get("history"), cells),
     )
 
 
@@ -325,30 +469,52 @@ def recommend(
     exploration: Exploration | None = None,
     curves: CurveSet | None = None,
     extra_failure_rate: npt.ArrayLike | None = None,
+    history: Sequence[HistoryRound] = (),
+    transfer: TransferModel | None = None,
 ) -> Recommendation:
     """Recommend whole episodes per cell for the next round, within ``budget``.
 
+    ``history`` (earlier rounds, oldest first) adds their evaluations to the evidence; with
+    the cells' ``conditions`` it also teaches how much an episode in one cell helps another
+    (:func:`analytics.steering.transfer.estimate_transfer`; ``transfer`` gives that model
+    instead). With transfer the curves are read at each cell's effective training and an
+    episode is valued for the failures it avoids in every cell it helps, per unit of its
+    cost (:func:`waterfill_with_transfer`); without (no history, no conditions, or history
+    that shows none) the allocation is exactly the one without these inputs.
+
     ``curves`` is a curve set refitted on the full evaluation history (see
-    :func:`analytics.learning.fit_curve_set`); without it one is fitted from the
-    cells' current evaluations. ``extra_failure_rate`` (failures per cycle, one per cell,
-    >= 0) is failure seen in production beyond what the evaluations show, e.g. a flagged rise
-    (:mod:`analytics.reliability`): it is added to the cell's current rate by scaling the
-    cell's curve amplitude, so the extra failures are assumed to fall with training data like
-    the rest of the cell's. The result is deterministic for a given ``seed`` (only
-    Thompson sampling uses it). Raises RecommendationInputError on invalid cells, budget or
-    cycles, an extra rate of the wrong length or sign, or when ``curves`` covers a different
-    number of cells.
+    :func:`analytics.learning.fit_curve_set`), at effective counts when there is transfer;
+    without it one is fitted from the evaluations. ``extra_failure_rate`` (failures per
+    cycle, one per cell, >= 0) is failure seen in production beyond what the evaluations
+    show, e.g. a flagged rise (:mod:`analytics.reliability`): it is added to the cell's
+    current rate by scaling the cell's curve amplitude, so the extra failures are assumed to
+    fall with training data like the rest of the cell's. The result is deterministic for a
+    given ``seed`` (only Thompson sampling uses it). Raises RecommendationInputError on
+    invalid cells, budget or cycles, an extra rate of the wrong length or sign, or when
+    ``curves`` or ``transfer`` covers a different number of cells.
     """
     _check_cells(cells, budget, cycles_per_day)
     how = exploration if exploration is not None else Exploration()
     p = np.array([c.target_share for c in cells], dtype=np.float64)
     p = p / p.sum()
-    n = np.array([c.train_count for c in cells], dtype=np.float64)
     trials = np.array([c.trials for c in cells], dtype=np.float64)
     successes = np.array([c.successes for c in cells], dtype=np.float64)
     cost = np.array([c.cost_per_episode for c in cells], dtype=np.float64)
+    counts, eval_trials, eval_successes = evaluations(cells, history)
+    if transfer is None and history and any(c.conditions for c in cells):
+        structure = CellStructure.of([c.conditions or {} for c in cells])
+        transfer = estimate_transfer(structure, counts, eval_trials, eval_successes)
+    if transfer is not None and transfer.structure.n_cells != len(cells):
+        raise RecommendationInputError(
+            f"transfer model covers {transfer.structure.n_cells} cells but {len(cells)} were given"
+        )
+    spread: FloatArray | None = None
+    effective = counts
+    if transfer is not None and transfer.transfers:
+        spread, effective = transfer.matrix(), transfer.effective(counts)
+    n = effective[-1]
     if curves is None:
-        curves = fit_curve_set(EvaluationRows.snapshot(n, trials, successes), n)
+        curves = fit_curve_set(_rows(effective, eval_trials, eval_successes), n)
     elif curves.n_cells != len(cells):
         raise RecommendationInputError(
             f"curve set covers {curves.n_cells} cells but {len(cells)} were given"
@@ -359,15 +525,22 @@ def recommend(
         scale = _amplitude_scale(curves, n, extra_failure_rate)
         curves = dataclasses.replace(curves, amplitude=curves.amplitude * scale)
         rank_amp = rank_amp * scale
-    episodes = waterfill(weight * rank_amp, n, cost, curves.b, budget)
+    if spread is None:
+        episodes = waterfill(weight * rank_amp, n, cost, curves.b, budget)
+        added = episodes.astype(np.float64)
+    else:
+        episodes = waterfill_with_transfer(weight * rank_amp, n, cost, curves.b, budget, spread)
+        added = episodes + spread @ episodes
 
     rate_now = curves.rate(n)
-    rate_after = curves.rate(n + episodes)
-    avoided = weight * power_gain(curves.amplitude, n, curves.b, episodes)
+    rate_after = curves.rate(n + added)
+    avoided_in = weight * power_gain(curves.amplitude, n, curves.b, added)
+    avoided = _by_source(avoided_in, episodes, spread)
     before = float(np.dot(weight, rate_now))
-    after = float(before - avoided.sum())
-    marginal = weight * power_gain(curves.amplitude, n + episodes, curves.b, 1.0) / cost
+    after = float(before - avoided_in.sum())
+    marginal = weight * power_gain(curves.amplitude, n + added, curves.b, 1.0) / cost
     fail_low, fail_high = wilson_interval(trials - successes, trials)
+    helps = _helps(transfer, spread, p, episodes)
     rows = [
         CellRecommendation(
             id=cell.id,
@@ -388,11 +561,15 @@ def recommend(
                 level=how.level,
                 marginal=float(marginal[i]),
                 interval=(float(fail_low[i]), float(fail_high[i])),
+                cost=_cost_words(cost, i),
+                helps=helps.get(i, ""),
             ),
         )
         for i, cell in enumerate(cells)
     ]
     notes = [f"Exploration: {how.describe()}."]
+    if transfer is not None:
+        notes.append(f"Transfer: {transfer.describe()}.")
     if curves.fit.source == "prior":
         notes.append(f"Learning curve: {curves.fit.reason}.")
     return Recommendation(
@@ -409,7 +586,85 @@ def recommend(
         ranking_amplitude=rank_amp,
         planner_failure_rates=curves.rate(n, rank_amp),
         notes=notes,
+        transfer=transfer,
     )
+
+
+def _rows(counts: FloatArray, trials: FloatArray, successes: FloatArray) -> EvaluationRows:
+    """The evaluations (one row each of counts, trials, successes) as curve-fit rows."""
+    if counts.shape[0] == 1:  # no history: today's snapshot, row for row
+        return EvaluationRows.snapshot(counts[0], trials[0], successes[0])
+    evaluations, size = counts.shape
+    keep = trials.reshape(-1) > 0
+    return EvaluationRows(
+        cell=np.tile(np.arange(size, dtype=np.int64), evaluations)[keep],
+        train_count=counts.reshape(-1)[keep],
+        trials=trials.reshape(-1)[keep],
+        successes=successes.reshape(-1)[keep],
+        n_cells=size,
+    ).merged()
+
+
+def _by_source(avoided_in: FloatArray, episodes: IntArray, spread: FloatArray | None) -> FloatArray:
+    """What each cell's episodes avoid: every cell's avoided interventions shared among the
+    cells whose episodes reached it, in proportion to what each contributed."""
+    if spread is None:
+        return avoided_in
+    contribution = spread * episodes[None, :]
+    np.fill_diagonal(contribution, episodes)
+    total = contribution.sum(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(total[:, None] > 0, contribution / total[:, None], 0.0)
+    return np.asarray(avoided_in @ share, dtype=np.float64)
+
+
+HELP_THRESHOLD = 0.05
+"""A cell is said to be helped by another's episodes when one of them counts this much."""
+
+
+def _helps(
+    transfer: TransferModel | None,
+    spread: FloatArray | None,
+    share: FloatArray,
+    episodes: IntArray,
+) -> dict[int, str]:
+    """Per allocated cell, the words for the other cells its episodes help."""
+    if transfer is None or spread is None:
+        return {}
+    structure = transfer.structure
+    out = {}
+    for j in np.flatnonzero(episodes > 0).tolist():
+        helped = [
+            i for i in np.flatnonzero(spread[:, j] >= HELP_THRESHOLD).tolist() if share[i] > 0
+        ]
+        if not helped:
+            continue
+        codes = structure.codes
+        common = [
+            structure.values[d][codes[j, d]]
+            for d in range(len(structure.dimensions))
+            if codes[j, d] >= 0 and all(codes[i, d] == codes[j, d] for i in helped)
+        ]
+        under = f" under {' · '.join(common)}" if common else ""
+        noun = "cell" if len(helped) == 1 else "cells"
+        out[j] = (
+            f"also help {len(helped)} {noun}{under} that hold "
+            f"{format_percent(float(share[helped].sum()))} of production"
+        )
+    return out
+
+
+def _cost_words(cost: FloatArray, i: int) -> str:
+    """ "cheap to stage (0.3x the median cost)" and the like, when costs differ."""
+    median = float(np.median(cost))
+    if median <= 0 or np.allclose(cost, cost[0]):
+        return ""
+    ratio = float(cost[i]) / median
+    if ratio <= 0.67:
+        return f"cheap to stage ({ratio:.1f}x the median cost)"
+    if ratio >= 1.5:
+        return f"costly to stage ({ratio:.1f}x the median cost)"
+    return ""
 
 
 def _amplitude_scale(curves: CurveSet, n: FloatArray, extra: npt.ArrayLike) -> FloatArray:
@@ -437,6 +692,8 @@ def _rationale(
     level: float,
     marginal: float,
     interval: tuple[float, float],
+    cost: str = "",
+    helps: str = "",
 ) -> str:
     """Return e.g. "12% of production cycles, 340 training episodes; 7 failures in 120
     trials (5.8%, 95% 2.9–11.5%); 420 more episodes avoid about 3.1 interventions a day."."""
@@ -456,7 +713,12 @@ def _rationale(
         evidence = f"no trials yet, learning-curve estimate {_pct(rate_now)}"
     if episodes > 0:
         noun = "episode" if episodes == 1 else "episodes"
-        action = f"{format_count(episodes)} more {noun} avoid {format_interventions(avoided)}"
+        action = f"{format_count(episodes)} more {noun}"
+        if cost:
+            action += f", {cost},"
+        if helps:
+            action += f" {helps};"
+        action += f" avoid {format_interventions(avoided)}"
         if optimistic:
             action += f" (little evidence: valued at the upper {level:.0%} bound of its curve)"
     elif share == 0:

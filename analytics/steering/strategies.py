@@ -5,8 +5,10 @@ episodes per cell whose cost fits the round's budget. None of them can see how t
 really responds to data: they get the observable record only (this module imports nothing
 from the simulator, and a test keeps it that way).
 
-* **steered** — refit the learning curves on the whole evaluation history
-  (:func:`analytics.learning.fit_curve_set`) and spend the budget with the
+* **steered** — learn how much an episode in one cell helps another from the evaluation
+  history (:mod:`analytics.steering.transfer`; none until a second evaluation shows it),
+  refit the learning curves on that history at effective counts
+  (:func:`analytics.learning.fit_curve_set`) and spend the budget, in cost units, with the
   recommender (:func:`analytics.steering.recommend.recommend`).
 * **uniform** — the same number of episodes in every cell with target mass.
 * **proportional** — episodes in proportion to target share.
@@ -24,6 +26,7 @@ import numpy.typing as npt
 from analytics.learning import EvaluationRows, fit_curve_set
 from analytics.steering.observation import FloatArray, IntArray, Observation, Strategy
 from analytics.steering.recommend import CellInput, Exploration, recommend
+from analytics.steering.transfer import CellStructure, TransferModel, estimate_transfer
 
 STRATEGY_NAMES: tuple[str, ...] = ("steered", "uniform", "proportional", "more-of-the-same")
 
@@ -80,32 +83,62 @@ def more_of_the_same(observation: Observation) -> IntArray:
     )
 
 
-def evaluation_rows(observation: Observation) -> EvaluationRows:
-    """Return the observation's evaluation history as rows for the curve refit."""
+def evaluation_rows(
+    observation: Observation, train_count: npt.ArrayLike | None = None
+) -> EvaluationRows:
+    """Return the observation's evaluation history as rows for the curve refit
+    (``train_count``, one row per evaluation, replaces the evaluated policies' own counts:
+    their effective counts when episodes transfer between cells)."""
     evaluations, size = observation.eval_trials.shape
+    counts = observation.eval_train_count if train_count is None else np.asarray(train_count)
     cells = np.tile(np.arange(size, dtype=np.int64), evaluations)
     trials = observation.eval_trials.reshape(-1)
     keep = trials > 0
     return EvaluationRows(
         cell=cells[keep],
-        train_count=observation.eval_train_count.reshape(-1)[keep],
+        train_count=counts.reshape(-1)[keep],
         trials=trials[keep],
         successes=observation.eval_successes.reshape(-1)[keep],
         n_cells=size,
     ).merged()
 
 
+def learn_transfer(observation: Observation) -> TransferModel | None:
+    """The transfer between the observation's cells its evaluations show (None when the
+    cells name no conditions)."""
+    if not observation.conditions:
+        return None
+    return estimate_transfer(
+        CellStructure.of(observation.conditions),
+        observation.eval_train_count,
+        observation.eval_trials,
+        observation.eval_successes,
+        intervals=False,  # a strategy acts on the estimate; the intervals are for people
+    )
+
+
+STEERED_WITHOUT_TRANSFER = "steered-no-transfer"
+"""The steered strategy with cells taken as independent (for measuring what transfer adds);
+not among :data:`STRATEGY_NAMES`."""
+
+
 def make_steered(
-    *, seed: int = 0, exploration: Exploration | None = None
+    *, seed: int = 0, exploration: Exploration | None = None, transfer: bool = True
 ) -> Callable[[Observation], IntArray]:
-    """Return the steered strategy: refit curves on the history, then recommend.
+    """Return the steered strategy: learn the transfer between cells (unless ``transfer``
+    is false) and refit the curves on the history (at effective counts), then recommend.
 
     The recommender's seed is ``seed`` plus the round number, so a campaign is
     reproducible and Thompson draws differ between rounds.
     """
+    learns = transfer
 
     def steered(observation: Observation) -> IntArray:
-        curves = fit_curve_set(evaluation_rows(observation), observation.train_count)
+        transfer = learn_transfer(observation) if learns else None
+        counts, now = observation.eval_train_count, observation.train_count
+        if transfer is not None and transfer.transfers:
+            counts, now = transfer.effective(counts), transfer.effective(now)
+        curves = fit_curve_set(evaluation_rows(observation, counts), now)
         cells = [
             CellInput(
                 id=label,
@@ -124,6 +157,7 @@ def make_steered(
             seed=seed + observation.round,
             exploration=exploration,
             curves=curves,
+            transfer=transfer,
         )
         return result.episodes.copy()
 
@@ -137,6 +171,8 @@ def get_strategy(name: str, *, seed: int = 0, exploration: Exploration | None = 
     """
     if name == "steered":
         return make_steered(seed=seed, exploration=exploration)
+    if name == STEERED_WITHOUT_TRANSFER:
+        return make_steered(seed=seed, exploration=exploration, transfer=False)
     table: dict[str, Strategy] = {
         "uniform": uniform,
         "proportional": proportional,
@@ -148,10 +184,12 @@ def get_strategy(name: str, *, seed: int = 0, exploration: Exploration | None = 
 
 
 __all__ = [
+    "STEERED_WITHOUT_TRANSFER",
     "STRATEGY_NAMES",
     "FloatArray",
     "evaluation_rows",
     "get_strategy",
+    "learn_transfer",
     "make_steered",
     "more_of_the_same",
     "proportional",

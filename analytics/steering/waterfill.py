@@ -185,3 +185,57 @@ def _top_up(
         left -= cost_l[c]
         steps += 1
         heapq.heappush(heap, (-ratio(c), c))
+
+
+GREEDY_STEPS = 64
+"""A greedy step spends about 1/GREEDY_STEPS of what is left (then single episodes)."""
+
+
+def waterfill_with_transfer(
+    amplitude: npt.ArrayLike,
+    n: npt.ArrayLike,
+    cost: npt.ArrayLike,
+    b: float,
+    budget: float,
+    transfer: npt.ArrayLike,
+) -> IntArray:
+    """Whole episodes per cell maximising total gain within ``budget`` when episodes in one
+    cell also train others: ``k`` episodes in cell ``j`` add ``transfer[i, j] * k`` to cell
+    ``i``'s (effective) count ``n_i``, and cell ``i`` gains ``amplitude_i * ((n_i + 1) ** -b
+    - (n_i + added_i + 1) ** -b)``.
+
+    The total is concave in the allocation but no longer a sum over cells, so there is no
+    price that settles each cell on its own: the budget is spent greedily, each step buying
+    the block of episodes (about a :data:`GREEDY_STEPS`-th of what is left, at least one)
+    that gains most per unit of cost over every cell it helps, until nothing affordable
+    gains. ``sum(cost * k) <= budget`` always holds. Raises ValueError as :func:`waterfill`
+    and for a transfer matrix that is not square, finite and >= 0.
+    """
+    amp = np.asarray(amplitude, dtype=np.float64)
+    n_arr = np.asarray(n, dtype=np.float64)
+    cost_arr = np.asarray(cost, dtype=np.float64)
+    waterfill(amp, n_arr, cost_arr, b, 0.0)  # the same checks
+    t = np.asarray(transfer, dtype=np.float64)
+    if t.shape != (amp.size, amp.size) or not np.all(np.isfinite(t)) or np.any(t < 0):
+        raise ValueError("transfer must be a finite, non-negative cells x cells matrix")
+    spread = t.copy()
+    np.fill_diagonal(spread, 1.0)  # an episode counts whole in its own cell
+    k = np.zeros(amp.size, dtype=np.int64)
+    m = n_arr.copy()
+    left = float(budget)
+    while True:
+        most = np.floor(left / cost_arr + 1e-9)
+        if not np.any(most >= 1):
+            break
+        step = np.minimum(np.maximum(np.floor(left / cost_arr / GREEDY_STEPS), 1.0), most)
+        step = np.where(most >= 1, step, 0.0)
+        # gain[i, j]: what cell i gains from a block in cell j
+        gain = power_gain(amp[:, None], m[:, None], b, spread * step[None, :])
+        per_cost = np.where(step > 0, gain.sum(axis=0) / np.maximum(step * cost_arr, 1e-300), 0)
+        j = int(np.argmax(per_cost))
+        if not per_cost[j] > 0:
+            break
+        k[j] += int(step[j])
+        m += spread[:, j] * step[j]
+        left -= float(step[j] * cost_arr[j])
+    return k

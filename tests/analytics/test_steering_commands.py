@@ -175,3 +175,61 @@ def test_simulate_campaign_prints_a_table_by_round():
     for name in ("steered", "uniform", "proportional", "more-of-the-same"):
         assert name in text
     assert "does not reach the target within 2 rounds" in text or "reaches the target" in text
+
+
+def test_recommend_learns_transfer_from_the_history_in_the_file(tmp_path):
+    cells = [
+        {**cell, "conditions": {"lighting": light, "clutter": clutter}}
+        for cell, (light, clutter) in zip(
+            VALID["cells"],
+            [("dim", "dense"), ("dim", "sparse"), ("bright", "dense"), ("bright", "sparse")],
+            strict=True,
+        )
+    ]
+    history = [
+        {
+            "round": 1,
+            "cells": [
+                {"id": c["id"], "trials": c["trials"], "successes": c["successes"], "added": 0}
+                for c in cells
+            ],
+        }
+    ]
+    data = {**VALID, "cells": cells, "history": history}
+
+    out = _manage("recommend", "--input", _write(tmp_path, data))
+    bad = _manage(
+        "recommend",
+        "--input",
+        _write(tmp_path, {**data, "history": [{"round": 1, "cells": [{"id": "zz"}]}]}, "bad.json"),
+    )
+
+    assert out.returncode == 0, out.stderr
+    transfer = json.loads(out.stdout)["transfer"]
+    assert set(transfer["strength_per_dimension"]) == {"lighting", "clutter"}
+    assert transfer["evaluations"] == 2
+    assert bad.returncode == 2
+    assert "history round 1, cell 'zz': not one of the cells" in bad.stderr
+
+
+def test_simulate_campaign_plays_a_world_family_against_the_oracle():
+    stdout = StringIO()
+
+    call_command(
+        "simulate_campaign",
+        "--strategy",
+        "oracle",
+        "--world",
+        "all",
+        "--rounds",
+        "2",
+        "--seed",
+        "7",
+        "--json",
+        stdout=stdout,
+    )
+
+    result = json.loads(stdout.getvalue())
+    assert result["strategy"] == "oracle"
+    assert result["interventions_per_day"][2] < result["interventions_per_day"][0]
+    assert result["episodes"][2] <= 10_000  # costs differ: the budget caps what it buys

@@ -81,6 +81,7 @@ def test_an_observation_holds_only_the_observable_record():
         "eval_train_count",
         "eval_trials",
         "eval_successes",
+        "conditions",  # each cell's condition values: what a manager knows of a cell
     }
 
 

@@ -21,9 +21,12 @@ class Command(BaseCommand):
     help = (
         "Recommend the next round's episodes per condition cell from a JSON file "
         '{"budget": B, "cycles_per_day": C, "cells": [{"id", "target_share", "train_count", '
-        '"trials", "successes", "cost_per_episode"?}, ...]} and print JSON allocations (whole '
-        "episodes, total cost within budget) with interventions per day before and after. "
-        "Needs no database. Exits 2 with a message on malformed input."
+        '"trials", "successes", "cost_per_episode"?, "conditions"?: {"<dimension>": "<value>"}}, '
+        '...], "history"?: [{"round": r, "cells": [{"id", "trials", "successes", "added"}]}, '
+        "...]} (earlier rounds, oldest first: with conditions they teach how much an episode in "
+        "one cell helps another) and print JSON allocations (whole episodes, total cost within "
+        "budget) with interventions per day before and after, and the transfer learnt. Needs "
+        "no database. Exits 2 with a message on malformed input."
     )
     requires_system_checks: list[str] = []
 
@@ -77,6 +80,7 @@ class Command(BaseCommand):
                 request.cycles_per_day,
                 seed=options["seed"],
                 exploration=exploration,
+                history=request.history,
             )
         except RecommendationInputError as exc:
             raise CommandError(f"invalid input: {exc}", returncode=INPUT_ERROR) from exc

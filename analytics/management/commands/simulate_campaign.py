@@ -1,5 +1,5 @@
-"""python manage.py simulate_campaign --strategy steered|uniform|proportional|more-of-the-same|all
---rounds R --budget B --seed S [--json]
+"""python manage.py simulate_campaign --strategy steered|uniform|proportional|more-of-the-same|oracle|all
+--rounds R --budget B --seed S [--world FAMILY] [--json]
 
 Pure: runs the synthetic campaign of :mod:`analytics.steering.simulate` and prints
 interventions per day by round and the episodes needed to reach the reliability target.
@@ -13,7 +13,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-STRATEGIES = ("steered", "uniform", "proportional", "more-of-the-same")
+STRATEGIES = ("steered", "uniform", "proportional", "more-of-the-same", "oracle")
+WORLD_FAMILIES = ("default", "independent", "transfer", "cost", "noise", "drift", "all")
 
 
 class Command(BaseCommand):
@@ -21,7 +22,7 @@ class Command(BaseCommand):
         "Forecast a campaign in a synthetic world whose per-cell learning curves are hidden "
         "from the strategy: rounds of capture, training and evaluation with sampling noise. "
         "Prints interventions per day by round and the episodes needed to reach the target. "
-        "Needs no database."
+        "The oracle knows the hidden truth (the best a strategy could do). Needs no database."
     )
     requires_system_checks: list[str] = []
 
@@ -33,21 +34,30 @@ class Command(BaseCommand):
         parser.add_argument(
             "--target", type=float, default=None, help="reliability target (default 0.999)"
         )
+        parser.add_argument(
+            "--world",
+            choices=WORLD_FAMILIES,
+            default="default",
+            help="the benchmark's world, or one with a hardship (transfer between cells "
+            "sharing conditions, costs 5x apart, noisy evaluations, drift) or all of them",
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        from analytics.steering.simulate import WorldConfig, simulate
+        import dataclasses
+
+        from analytics.steering.simulate import WORLDS, WorldConfig, simulate
 
         rounds, budget = options["rounds"], options["budget"]
         if rounds < 1:
             raise CommandError("--rounds must be at least 1", returncode=2)
         if not budget > 0:
             raise CommandError("--budget must be > 0", returncode=2)
-        config = WorldConfig()
+        config = WorldConfig() if options["world"] == "default" else WORLDS[options["world"]]
         if options["target"] is not None:
             if not 0 < options["target"] < 1:
                 raise CommandError("--target must be between 0 and 1", returncode=2)
-            config = WorldConfig(reliability_target=options["target"])
+            config = dataclasses.replace(config, reliability_target=options["target"])
         names = STRATEGIES if options["strategy"] == "all" else (options["strategy"],)
         results = [
             simulate(name, seed=options["seed"], rounds=rounds, budget=budget, config=config)

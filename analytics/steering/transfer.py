@@ -1,0 +1,356 @@
+"""Transfer between condition cells: how much an episode in one cell trains another.
+
+Model. Cells are combinations of condition values (lighting x clutter x ...). An episode
+captured in cell ``j`` counts as ``T[i, j]`` of an episode in cell ``i``:
+
+    T[i, j] = product over the dimensions d in which i and j differ of s_d      (i != j)
+
+with one strength ``s_d`` in [0, 1) per dimension: the share of an episode that survives a
+change of that one condition. Cells that differ in one dimension help each other by that
+dimension's strength, cells that differ in all of them by the product (little); a dimension
+a cell does not state counts as different. A cell's effective training is its own episodes
+plus what transfers, ``n_eff = n + T @ n``; the learning curves
+(:mod:`analytics.learning`) are read at ``n_eff``, and an episode's value is the failures it
+avoids in every cell it helps (:mod:`analytics.steering.recommend`).
+
+Learning the strengths. Only history can say how much transfers: a cell that received no
+episodes between two evaluations but failed less afterwards learnt from its neighbours, and
+cells that got episodes show how fast learning goes. The evidence is every evaluation so far
+with the training counts of the policy evaluated. For candidate strengths, where each cell's
+failures fell among its own evaluations is scored at their effective counts (a likelihood
+that needs no per-cell amplitude, :class:`_Score`), under the best shared exponent; the
+strengths are chosen one dimension at a time on :data:`STRENGTH_GRID` to maximise that score
+plus the prior. The prior puts half its mass on no transfer and spreads the rest evenly over
+the grid: with no history the strengths are 0 and every cell learns from its own episodes
+only (the recommendation is exactly what it was without transfer), and a strength is claimed
+only when the evaluations favour it. Each strength comes with its profile-posterior interval
+(the other strengths at their best for each of its values), which narrows as evaluations
+accumulate.
+
+Django-free: numpy arrays in, numpy arrays out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+STRENGTH_GRID: FloatArray = np.array([0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.65, 0.8])
+"""Candidate strengths per dimension (the share of an episode that survives one change)."""
+
+PRIOR_NO_TRANSFER = 0.5
+"""Prior probability that a dimension transfers nothing; the rest is spread evenly."""
+
+INTERVAL_LEVEL = 0.9
+"""The level of the strengths' reported intervals."""
+
+_PASSES = 3  # rounds of one-dimension-at-a-time updates (they settle in one or two)
+
+
+@dataclass(frozen=True, eq=False)
+class CellStructure:
+    """Which condition values each cell has: ``codes[c, d]`` indexes ``values[d]`` (-1 where
+    the cell does not state dimension ``d``)."""
+
+    dimensions: tuple[str, ...]
+    values: tuple[tuple[str, ...], ...]
+    codes: IntArray
+
+    @classmethod
+    def of(cls, conditions: Sequence[Mapping[str, str]]) -> CellStructure:
+        """The structure of cells given as ``{dimension: value}`` each (dimensions in order of
+        first appearance, values likewise)."""
+        dimensions: dict[str, dict[str, int]] = {}
+        for cell in conditions:
+            for dimension, value in cell.items():
+                dimensions.setdefault(dimension, {}).setdefault(value, len(dimensions[dimension]))
+        names = tuple(dimensions)
+        codes = np.full((len(conditions), len(names)), -1, dtype=np.int64)
+        for c, cell in enumerate(conditions):
+            for d, name in enumerate(names):
+                if name in cell:
+                    codes[c, d] = dimensions[name][cell[name]]
+        return cls(
+            dimensions=names,
+            values=tuple(tuple(dimensions[name]) for name in names),
+            codes=codes,
+        )
+
+    @property
+    def n_cells(self) -> int:
+        return int(self.codes.shape[0])
+
+    def differ(self) -> npt.NDArray[np.bool_]:
+        """``[i, j, d]``: cells i and j differ in dimension d (or either does not state it)."""
+        codes = self.codes
+        unknown = codes < 0
+        return (codes[:, None, :] != codes[None, :, :]) | unknown[:, None, :] | unknown[None, :, :]
+
+    def label(self, cell: int) -> str:
+        """The cell's values joined, e.g. "dim sodium · sparse"."""
+        return " · ".join(
+            self.values[d][code] for d, code in enumerate(self.codes[cell].tolist()) if code >= 0
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class TransferModel:
+    """Per-dimension transfer strengths, their intervals and what they were learnt from.
+
+    ``evaluations`` counts the evaluations behind the estimate (0 or 1: no history, the
+    prior's answer of no transfer).
+    """
+
+    structure: CellStructure
+    strength: FloatArray
+    low: FloatArray
+    high: FloatArray
+    evaluations: int
+
+    @classmethod
+    def none(cls, structure: CellStructure, evaluations: int = 0) -> TransferModel:
+        """No transfer (the prior's answer before any history), with the prior's interval."""
+        size = len(structure.dimensions)
+        high = _prior_quantile(INTERVAL_LEVEL)
+        return cls(
+            structure=structure,
+            strength=np.zeros(size),
+            low=np.zeros(size),
+            high=np.full(size, high),
+            evaluations=evaluations,
+        )
+
+    @property
+    def transfers(self) -> bool:
+        """Whether any episode helps a cell other than its own."""
+        return bool(np.any(self.strength > 0))
+
+    def matrix(self, strength: npt.ArrayLike | None = None) -> FloatArray:
+        """``T[i, j]``: what one episode in cell j counts for cell i (zero diagonal)."""
+        s = self.strength if strength is None else np.asarray(strength, dtype=np.float64)
+        return transfer_matrix(self.structure, s)
+
+    def effective(self, n: npt.ArrayLike) -> FloatArray:
+        """Each cell's effective training: own episodes plus what transfers (the last axis
+        is the cells)."""
+        counts = np.asarray(n, dtype=np.float64)
+        if not self.transfers:
+            return counts.copy()
+        return counts + counts @ self.matrix().T
+
+    def describe(self) -> str:
+        """One sentence: what transfers, how sure, from how much evidence."""
+        if self.evaluations < 2:
+            return (
+                "transfer between cells: none assumed until a later evaluation shows it "
+                "(no earlier round to learn from)"
+            )
+        known = not np.any(np.isnan(self.low))
+        parts = [
+            f"{name} {s:.0%}" + (f" ({low:.0%}–{high:.0%})" if known else "")
+            for name, s, low, high in zip(
+                self.structure.dimensions, self.strength, self.low, self.high, strict=True
+            )
+        ]
+        intervals = f"{INTERVAL_LEVEL:.0%} intervals, " if known else ""
+        return (
+            "an episode counts in a cell that differs in one condition by: "
+            + ", ".join(parts)
+            + f" ({intervals}learnt from {self.evaluations} evaluations)"
+        )
+
+
+def transfer_matrix(structure: CellStructure, strength: npt.ArrayLike) -> FloatArray:
+    """``T[i, j] = prod over the dimensions where i and j differ of strength[d]``, diagonal 0."""
+    s = np.asarray(strength, dtype=np.float64)
+    if s.shape != (len(structure.dimensions),):
+        raise ValueError(f"need one strength per dimension ({len(structure.dimensions)})")
+    if np.any(s < 0) or np.any(s >= 1):
+        raise ValueError("transfer strengths must be in [0, 1)")
+    differ = structure.differ()
+    with np.errstate(divide="ignore"):
+        log_s = np.log(s)  # -inf for 0: exp gives exactly 0 where that dimension differs
+    log_t = np.where(differ, log_s[None, None, :], 0.0).sum(axis=2)
+    matrix = np.exp(log_t)
+    np.fill_diagonal(matrix, 0.0)
+    return matrix
+
+
+def estimate_transfer(
+    structure: CellStructure,
+    eval_train_count: npt.ArrayLike,
+    eval_trials: npt.ArrayLike,
+    eval_successes: npt.ArrayLike,
+    *,
+    intervals: bool = True,
+) -> TransferModel:
+    """Learn the strengths from the evaluations so far (one row per evaluation, oldest
+    first; ``eval_train_count`` the own training counts of each evaluated policy). With
+    fewer than two evaluations there is no history: no transfer. ``intervals=False`` skips
+    the strengths' intervals (most of the work; they are then NaN).
+    """
+    counts = np.atleast_2d(np.asarray(eval_train_count, dtype=np.float64))
+    trials = np.atleast_2d(np.asarray(eval_trials, dtype=np.float64))
+    successes = np.atleast_2d(np.asarray(eval_successes, dtype=np.float64))
+    if not counts.shape == trials.shape == successes.shape:
+        raise ValueError("evaluation arrays must agree in shape (evaluations x cells)")
+    if counts.shape[1] != structure.n_cells:
+        raise ValueError(f"evaluations cover {counts.shape[1]} cells, not {structure.n_cells}")
+    evaluations = int(np.count_nonzero(trials.sum(axis=1) > 0))
+    dims = len(structure.dimensions)
+    if evaluations < 2 or dims == 0:
+        return TransferModel.none(structure, evaluations)
+    score = _Score(structure, counts, trials, successes)
+    log_prior = _log_prior()
+    strength = _ascend(score, log_prior, np.zeros(dims), fixed=None)
+    low, high = np.zeros(dims), np.zeros(dims)
+    if not intervals:
+        low[:], high[:] = np.nan, np.nan
+    for d in range(dims if intervals else 0):
+        # The profile posterior of one strength: at each of its values, the others at their
+        # best (strengths of different dimensions can stand in for each other).
+        profile = np.empty(STRENGTH_GRID.size)
+        for k, value in enumerate(STRENGTH_GRID):
+            start = strength.copy()
+            start[d] = value
+            best = _ascend(score, log_prior, start, fixed=d, passes=1)
+            profile[k] = _log_posterior(score, log_prior, best)
+        weights = np.exp(profile - profile.max())
+        low[d], high[d] = _interval(weights / weights.sum())
+    return TransferModel(
+        structure=structure, strength=strength, low=low, high=high, evaluations=evaluations
+    )
+
+
+B_GRID: FloatArray = np.round(np.arange(0.2, 1.55, 0.05), 2)
+"""Learning-curve exponents the strengths are scored under (the best one is taken)."""
+
+
+class _Score:
+    """How well given strengths explain the evaluations: the log-likelihood of where each
+    cell's failures fell among its evaluations.
+
+    Far above the floor a cell fails at ``A_c * (n_eff + 1) ** -b``. Over its evaluations,
+    its failures, given their total, are then multinomial with probabilities in proportion
+    to ``trials * (n_eff + 1) ** -b`` whatever its amplitude ``A_c``: the score needs no
+    amplitudes (a cell evaluated once says nothing) and weighs exactly how each cell
+    improved, or did not, as training arrived in it and near it. A cell that got nothing
+    but improved speaks for transfer; one that got episodes shows the pace of learning,
+    the exponent ``b``, which is the best of :data:`B_GRID` for each candidate.
+    """
+
+    def __init__(
+        self,
+        structure: CellStructure,
+        counts: FloatArray,
+        trials: FloatArray,
+        successes: FloatArray,
+    ) -> None:
+        evaluations, size = counts.shape
+        self._counts = counts
+        self._trials = trials
+        self._failures = (trials - successes).reshape(-1)
+        self._hit = self._failures > 0
+        self._differ = structure.differ().reshape(size * size, -1).astype(np.float64)
+        self._size = size
+        self._cells = np.tile(np.arange(size), evaluations)
+        self.b = float(B_GRID[0])
+
+    def __call__(self, strength: FloatArray) -> float:
+        log_n = np.log1p(self._counts + self._counts @ self._matrix(strength).T).reshape(-1)
+        trials = self._trials.reshape(-1)
+        best = -np.inf
+        for b in B_GRID:
+            weight = trials * np.exp(-b * log_n)
+            total = np.bincount(self._cells, weights=weight, minlength=self._size)[self._cells]
+            hit = self._hit
+            score = float(np.dot(self._failures[hit], np.log(weight[hit]) - np.log(total[hit])))
+            if score > best:
+                best, self.b = score, float(b)
+        return best
+
+    def _matrix(self, strength: FloatArray) -> FloatArray:
+        """:func:`transfer_matrix` from the cached differences."""
+        logs = np.log(np.where(strength > 0, strength, 1.0))
+        matrix = np.exp(self._differ @ logs)
+        matrix[self._differ @ (strength <= 0).astype(np.float64) > 0] = 0.0
+        matrix = matrix.reshape(self._size, self._size)
+        np.fill_diagonal(matrix, 0.0)
+        return matrix
+
+    def along(self, strength: FloatArray, dimension: int) -> FloatArray:
+        """The score at every grid strength of one dimension, the others as given."""
+        out = np.empty(STRENGTH_GRID.size)
+        trial = strength.copy()
+        for k, value in enumerate(STRENGTH_GRID):
+            trial[dimension] = value
+            out[k] = self(trial)
+        return out
+
+
+def _log_posterior(score: _Score, log_prior: FloatArray, strength: FloatArray) -> float:
+    at = np.searchsorted(STRENGTH_GRID, strength)
+    return float(log_prior[at].sum() + score(strength))
+
+
+def _ascend(
+    score: _Score,
+    log_prior: FloatArray,
+    strength: FloatArray,
+    *,
+    fixed: int | None,
+    passes: int = _PASSES,
+) -> FloatArray:
+    """The strengths of highest posterior reached one dimension at a time from ``strength``
+    (``fixed`` stays as it is)."""
+    strength = strength.copy()
+    for _ in range(passes):
+        moved = False
+        for d in range(strength.size):
+            if d == fixed:
+                continue
+            best = STRENGTH_GRID[int(np.argmax(log_prior + score.along(strength, d)))]
+            if best != strength[d]:
+                strength[d] = best
+                moved = True
+        if not moved:
+            break
+    return strength
+
+
+def _log_prior() -> FloatArray:
+    rest = (1.0 - PRIOR_NO_TRANSFER) / (STRENGTH_GRID.size - 1)
+    prior = np.full(STRENGTH_GRID.size, rest)
+    prior[0] = PRIOR_NO_TRANSFER
+    return np.log(prior)
+
+
+def _prior_quantile(level: float) -> float:
+    prior = np.exp(_log_prior())
+    return float(STRENGTH_GRID[min(int(np.searchsorted(np.cumsum(prior), level)), prior.size - 1)])
+
+
+def _interval(posterior: FloatArray) -> tuple[float, float]:
+    """The equal-tailed :data:`INTERVAL_LEVEL` interval of a posterior over the grid."""
+    tail = (1.0 - INTERVAL_LEVEL) / 2.0
+    cdf = np.cumsum(posterior)
+    low = STRENGTH_GRID[min(int(np.searchsorted(cdf, tail)), cdf.size - 1)]
+    high = STRENGTH_GRID[min(int(np.searchsorted(cdf, 1.0 - tail)), cdf.size - 1)]
+    return float(low), float(high)
+
+
+__all__ = [
+    "INTERVAL_LEVEL",
+    "PRIOR_NO_TRANSFER",
+    "STRENGTH_GRID",
+    "CellStructure",
+    "TransferModel",
+    "estimate_transfer",
+    "transfer_matrix",
+]

@@ -1,0 +1,351 @@
+"""Transfer between condition cells: the model, what history teaches it, and the allocation
+that values an episode in every cell it helps (analytics.steering.transfer and its use in
+recommend and waterfill_with_transfer)."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analytics.steering.recommend import (
+    CellInput,
+    RecommendationInputError,
+    parse_request,
+    recommend,
+)
+from analytics.steering.transfer import (
+    STRENGTH_GRID,
+    CellStructure,
+    TransferModel,
+    estimate_transfer,
+    transfer_matrix,
+)
+from analytics.steering.waterfill import waterfill, waterfill_with_transfer
+from campaigns.planning.gain import power_gain
+
+DIMENSIONS = (
+    ("lighting", ("bright", "dim sodium", "glare")),
+    ("clutter", ("sparse", "dense", "mixed")),
+    ("wear", ("new", "worn")),
+)
+
+
+def _conditions():
+    names = [name for name, _ in DIMENSIONS]
+    return [
+        dict(zip(names, combo, strict=True))
+        for combo in itertools.product(*[values for _, values in DIMENSIONS])
+    ]
+
+
+def _history(seed, strength, rounds=6, trials=1000):
+    """Evaluations of a world whose cells learn on one power law at effective counts, where a
+    few cells get episodes each round and the rest get none."""
+    rng = np.random.default_rng(seed)
+    structure = CellStructure.of(_conditions())
+    size = structure.n_cells
+    matrix = transfer_matrix(structure, strength)
+    amplitude = 0.9 * rng.lognormal(0, 0.3, size)
+    b = rng.uniform(0.5, 0.9)
+    n = rng.integers(0, 200, size).astype(float)
+    counts, tried, succeeded = [], [], []
+    for _ in range(rounds):
+        rate = np.minimum(amplitude * (n + matrix @ n + 1) ** -b, 0.9)
+        failures = rng.binomial(trials, rate)
+        counts.append(n.copy())
+        tried.append(np.full(size, float(trials)))
+        succeeded.append(trials - failures)
+        added = np.zeros(size)
+        picked = rng.choice(size, 4, replace=False)
+        added[picked] = rng.integers(200, 800, 4)
+        n = n + added
+    return structure, np.array(counts), np.array(tried), np.array(succeeded)
+
+
+def test_a_cell_helps_another_by_the_product_of_the_strengths_where_they_differ():
+    structure = CellStructure.of(
+        [
+            {"lighting": "dim", "clutter": "dense"},
+            {"lighting": "dim", "clutter": "sparse"},
+            {"lighting": "bright", "clutter": "sparse"},
+            {"lighting": "bright"},  # states no clutter: counts as different
+        ]
+    )
+
+    matrix = transfer_matrix(structure, [0.5, 0.2])
+
+    assert matrix[0, 1] == pytest.approx(0.2)  # clutter differs
+    assert matrix[1, 2] == pytest.approx(0.5)  # lighting differs
+    assert matrix[0, 2] == pytest.approx(0.1)  # both
+    assert matrix[2, 3] == pytest.approx(0.2)  # clutter unknown
+    assert np.all(np.diag(matrix) == 0)
+    assert np.array_equal(matrix, matrix.T)
+    assert np.all(transfer_matrix(structure, [0.0, 0.2])[[0, 0], [2, 3]] == 0)
+
+
+def test_without_history_nothing_transfers_and_the_interval_is_the_priors():
+    structure, counts, trials, successes = _history(1, [0.3, 0.3, 0.3])
+
+    model = estimate_transfer(structure, counts[-1:], trials[-1:], successes[-1:])
+
+    assert not model.transfers
+    assert model.evaluations == 1
+    assert np.all(model.high > 0)  # nothing claimed, nothing ruled out
+    assert "none assumed" in model.describe()
+
+
+def test_the_estimate_recovers_known_strengths_within_its_stated_intervals():
+    # 24 synthetic histories with strengths drawn from the grid: each dimension's true
+    # strength lies inside the 90% interval in at least 80% of them, and the estimates are
+    # close on average.
+    inside = np.zeros(3)
+    errors = []
+    for seed in range(24):
+        truth = np.random.default_rng([seed, 9]).choice(STRENGTH_GRID[:9], 3)
+        structure, counts, trials, successes = _history(seed, truth)
+        model = estimate_transfer(structure, counts, trials, successes)
+        inside += (model.low - 1e-9 <= truth) & (truth <= model.high + 1e-9)
+        errors.append(np.abs(model.strength - truth).mean())
+
+    assert np.all(inside / 24 >= 0.8), inside / 24
+    assert np.mean(errors) < 0.2
+
+
+def test_the_intervals_narrow_as_rounds_accumulate():
+    widths = []
+    for rounds in (2, 4, 8):
+        structure, counts, trials, successes = _history(3, [0.4, 0.1, 0.3], rounds=rounds)
+        model = estimate_transfer(structure, counts, trials, successes)
+        widths.append(float(np.mean(model.high - model.low)))
+
+    assert widths[2] < widths[0]
+
+
+def test_a_history_without_transfer_claims_none():
+    claimed = []
+    for seed in range(10):
+        structure, counts, trials, successes = _history(seed, [0.0, 0.0, 0.0])
+        model = estimate_transfer(structure, counts, trials, successes)
+        assert np.all(model.low == 0), (seed, model.low)
+        claimed.append(model.strength.mean())
+
+    assert np.mean(claimed) < 0.05
+
+
+def _cells(costs=None, conditions=True):
+    rng = np.random.default_rng(11)
+    share = rng.dirichlet(np.ones(18))
+    cells = []
+    for i, condition in enumerate(_conditions()):
+        cells.append(
+            CellInput(
+                id=f"c{i}",
+                target_share=float(share[i]),
+                train_count=float(100 + 40 * i),
+                trials=300,
+                successes=300 - int(rng.integers(0, 20)),
+                cost_per_episode=1.0 if costs is None else float(costs[i]),
+                conditions=condition if conditions else None,
+            )
+        )
+    return cells
+
+
+def test_with_no_history_the_recommendation_is_todays():
+    costs = np.linspace(0.5, 3.0, 18)
+    with_conditions = recommend(_cells(costs), 2000, 5000)
+    today = recommend(_cells(costs, conditions=False), 2000, 5000)
+
+    assert with_conditions.transfer is None
+    assert np.array_equal(with_conditions.episodes, today.episodes)
+    assert with_conditions.to_dict()["allocations"] == today.to_dict()["allocations"]
+    assert with_conditions.interventions_per_day_after == today.interventions_per_day_after
+
+
+def test_history_teaches_transfer_and_the_plan_values_helped_cells():
+    cells = _cells(np.linspace(0.5, 3.0, 18))
+    model = TransferModel(
+        structure=CellStructure.of([c.conditions for c in cells]),
+        strength=np.array([0.5, 0.3, 0.5]),
+        low=np.zeros(3),
+        high=np.ones(3) * 0.8,
+        evaluations=6,
+    )
+
+    result = recommend(cells, 2000, 5000, transfer=model)
+    alone = recommend(cells, 2000, 5000)
+
+    assert result.spent <= 2000 + 1e-9
+
+    # Measured on the transfer model, its plan avoids at least what the plan that ignores
+    # transfer would.
+    def avoided(episodes):
+        spread = model.matrix() + np.eye(18)
+        weight = 5000 * np.array([c.target_share for c in cells])
+        n = model.effective(np.array([c.train_count for c in cells]))
+        return float(
+            np.dot(
+                weight, power_gain(result.curves.amplitude, n, result.curves.b, spread @ episodes)
+            )
+        )
+
+    assert avoided(result.episodes) >= avoided(alone.episodes) - 1e-9
+    assert result.interventions_per_day_after < result.interventions_per_day_before
+    helped = [a.rationale for a in result.allocations if "also help" in a.rationale]
+    assert helped and "of production" in helped[0]
+    assert result.to_dict()["transfer"]["strength_per_dimension"]["lighting"]["strength"] == 0.5
+
+
+def test_a_recommendation_learns_transfer_from_the_history_in_its_input():
+    structure, counts, trials, successes = _history(4, [0.5, 0.0, 0.5], rounds=6)
+    conditions = _conditions()
+    rounds = []
+    for r in range(len(counts) - 1):
+        rounds.append(
+            {
+                "round": r + 1,
+                "cells": [
+                    {
+                        "id": f"c{i}",
+                        "trials": int(trials[r, i]),
+                        "successes": int(successes[r, i]),
+                        "added": int(counts[r + 1, i] - counts[r, i]),
+                    }
+                    for i in range(18)
+                ],
+            }
+        )
+    document = {
+        "budget": 1000,
+        "cycles_per_day": 5000,
+        "history": rounds,
+        "cells": [
+            {
+                "id": f"c{i}",
+                "target_share": 1 / 18,
+                "train_count": float(counts[-1, i]),
+                "trials": int(trials[-1, i]),
+                "successes": int(successes[-1, i]),
+                "conditions": conditions[i],
+            }
+            for i in range(18)
+        ],
+    }
+    request = parse_request(json.loads(json.dumps(document)))
+
+    result = recommend(
+        request.cells, request.budget, request.cycles_per_day, history=request.history
+    )
+
+    direct = estimate_transfer(structure, counts, trials, successes)
+    assert result.transfer is not None
+    assert np.array_equal(result.transfer.strength, direct.strength)
+    assert result.transfer.evaluations == 6
+
+
+@pytest.mark.parametrize(
+    ("history", "words"),
+    [
+        ({"round": 1}, "'history' must be a list"),
+        ([{"cells": []}], "history #1: missing field 'round'"),
+        ([{"round": 2, "cells": []}, {"round": 1, "cells": []}], "oldest first"),
+        ([{"round": 1, "cells": [{"id": "nope"}]}], "history round 1, cell 'nope': not one"),
+        (
+            [{"round": 1, "cells": [{"id": "a", "trials": 5, "successes": 6}]}],
+            "'successes' (6) exceeds 'trials' (5)",
+        ),
+        (
+            [{"round": 1, "cells": [{"id": "a", "added": 500}]}],
+            "history round 1, cell 'a': more episodes were added",
+        ),
+    ],
+)
+def test_bad_history_is_refused_naming_round_cell_and_field(history, words):
+    document = {
+        "budget": 10,
+        "cycles_per_day": 100,
+        "history": history,
+        "cells": [
+            {"id": "a", "target_share": 0.5, "train_count": 100, "trials": 10, "successes": 9},
+            {"id": "b", "target_share": 0.5, "train_count": 100, "trials": 10, "successes": 9},
+        ],
+    }
+    with pytest.raises(RecommendationInputError) as caught:
+        parse_request(document)
+    assert words in str(caught.value)
+
+
+def test_bad_conditions_are_refused_naming_the_cell():
+    document = {
+        "budget": 10,
+        "cycles_per_day": 100,
+        "cells": [
+            {
+                "id": "a",
+                "target_share": 1,
+                "train_count": 1,
+                "trials": 1,
+                "successes": 1,
+                "conditions": {"lighting": 3},
+            },
+        ],
+    }
+    with pytest.raises(RecommendationInputError, match="cell 'a': 'conditions.lighting'"):
+        parse_request(document)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(1, 8),
+    seed=st.integers(0, 10_000),
+    budget=st.floats(0, 500),
+    b=st.floats(0.2, 1.5),
+)
+def test_allocations_with_transfer_are_whole_non_negative_and_within_budget(size, seed, budget, b):
+    rng = np.random.default_rng(seed)
+    amplitude = rng.exponential(1.0, size) * (rng.random(size) < 0.8)
+    n = rng.integers(0, 1000, size).astype(float)
+    cost = rng.uniform(0.1, 20.0, size)
+    transfer = rng.uniform(0, 0.6, (size, size)) * (rng.random((size, size)) < 0.5)
+    np.fill_diagonal(transfer, 0)
+
+    k = waterfill_with_transfer(amplitude, n, cost, b, budget, transfer)
+
+    assert k.dtype.kind == "i"
+    assert np.all(k >= 0)
+    assert float(np.dot(cost, k)) <= budget + 1e-9
+    assert np.all(k[amplitude == 0] == 0) or np.any(transfer[:, amplitude == 0] > 0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), budget=st.floats(1, 300))
+def test_without_transfer_the_greedy_plan_is_close_to_the_exact_one(seed, budget):
+    rng = np.random.default_rng(seed)
+    size = 6
+    amplitude = rng.exponential(1.0, size)
+    n = rng.integers(0, 300, size).astype(float)
+    cost = rng.uniform(0.5, 5.0, size)
+    b = 0.7
+
+    greedy = waterfill_with_transfer(amplitude, n, cost, b, budget, np.zeros((size, size)))
+    exact = waterfill(amplitude, n, cost, b, budget)
+
+    def total(k):
+        return float(power_gain(amplitude, n, b, k).sum())
+
+    assert total(greedy) >= 0.97 * total(exact) - 1e-12
+
+
+def test_without_intervals_the_estimate_is_the_same_and_says_no_interval():
+    structure, counts, trials, successes = _history(6, [0.4, 0.0, 0.3])
+
+    full = estimate_transfer(structure, counts, trials, successes)
+    quick = estimate_transfer(structure, counts, trials, successes, intervals=False)
+
+    assert np.array_equal(full.strength, quick.strength)
+    assert np.all(np.isnan(quick.low))
+    assert "nan" not in quick.describe() and "intervals" not in quick.describe()
+    assert "90% intervals" in full.describe()
