@@ -25,6 +25,14 @@ settings.load_profile("fieldcraft")
 
 
 @pytest.fixture(autouse=True)
+def _ordinary_scheduling() -> Iterator[None]:
+    """Whatever a test ran (PyAV with SVT-AV1, say), the next one starts under the ordinary
+    scheduler (see :func:`tests.browser.fair_scheduling`)."""
+    yield
+    fair_scheduling()
+
+
+@pytest.fixture(autouse=True)
 def _eager_celery(settings: Any) -> None:
     settings.CELERY_TASK_ALWAYS_EAGER = True
     # The demo's played round attaches two recordings (not twelve) to keep the suite quick.
