@@ -127,6 +127,23 @@ class EvaluationRows:
             n_cells=int(n.size),
         )
 
+    @classmethod
+    def of_evaluations(
+        cls, train_count: npt.ArrayLike, trials: npt.ArrayLike, successes: npt.ArrayLike
+    ) -> EvaluationRows:
+        """Return the rows of evaluations given as (evaluations x cells) arrays: the cells
+        each evaluation tried, rows of equal (cell, training count) merged."""
+        t = np.atleast_2d(np.asarray(trials, dtype=np.float64))
+        evaluations, size = t.shape
+        keep = t.reshape(-1) > 0
+        return cls(
+            cell=np.tile(np.arange(size, dtype=np.int64), evaluations)[keep],
+            train_count=np.asarray(train_count, dtype=np.float64).reshape(-1)[keep],
+            trials=t.reshape(-1)[keep],
+            successes=np.asarray(successes, dtype=np.float64).reshape(-1)[keep],
+            n_cells=size,
+        ).merged()
+
     def merged(self) -> EvaluationRows:
         """Return the same evidence with rows of equal (cell, training count) summed.
 

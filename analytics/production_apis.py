@@ -14,6 +14,7 @@ Protocol:
     → 404 {"detail", "deployments"}   a deployment the caller's organization does not have
     → 409 {"detail", "event_ids"}     ids already received with another body; nothing stored
     → 413 {"detail", "limit"}         more than 10,000 events
+    → 503 {"detail"} + Retry-After    other batches kept storing the same events; send again
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from analytics.services.production import (
     BatchTooLarge,
     DeploymentNotFound,
     IngestError,
+    ProductionBusy,
     ProductionConflict,
     ProductionInvalid,
     decode_json_body,
@@ -129,6 +131,10 @@ class ProductionNotFoundSerializer(serializers.Serializer):
     deployments = serializers.ListField(child=serializers.CharField())
 
 
+class ProductionBusySerializer(serializers.Serializer):
+    detail = serializers.CharField()
+
+
 class ProductionTooLargeSerializer(serializers.Serializer):
     detail = serializers.CharField()
     limit = serializers.IntegerField()
@@ -203,6 +209,7 @@ class ProductionEventViewSet(viewsets.ViewSet):
             404: ProductionNotFoundSerializer,
             409: ProductionConflictSerializer,
             413: ProductionTooLargeSerializer,
+            503: ProductionBusySerializer,
         },
     )
     def create(self, request: Request) -> Response:
@@ -257,6 +264,12 @@ class ProductionEventViewSet(viewsets.ViewSet):
         except ProductionConflict as exc:
             return Response(
                 {"detail": str(exc), "event_ids": exc.event_ids}, status=status.HTTP_409_CONFLICT
+            )
+        except ProductionBusy as exc:
+            return Response(
+                {"detail": str(exc)},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                headers={"Retry-After": "1"},
             )
         return Response(
             result.as_dict(),

@@ -29,6 +29,7 @@ from accounts.services import JobContext, JobFailed, job_create, job_running, jo
 from analytics.services.production import (
     DeploymentNotFound,
     IngestResult,
+    ProductionBusy,
     ProductionConflict,
     ProductionInvalid,
     production_ingest_lines,
@@ -295,6 +296,10 @@ def production_import_file(
                 for e in exc.errors
             ]
             raise ImportFailed(_resumable(problems, done, rows[0]), total=len(exc.errors)) from exc
+        except ProductionBusy as exc:
+            raise ImportFailed(
+                _resumable([ImportProblem(file=name, message=str(exc))], done, rows[0])
+            ) from exc
         except ProductionConflict as exc:
             message = f"{exc} Ids: {', '.join(exc.event_ids[:10])}."
             raise ImportFailed(

@@ -594,15 +594,7 @@ def _rows(counts: FloatArray, trials: FloatArray, successes: FloatArray) -> Eval
     """The evaluations (one row each of counts, trials, successes) as curve-fit rows."""
     if counts.shape[0] == 1:  # no history: today's snapshot, row for row
         return EvaluationRows.snapshot(counts[0], trials[0], successes[0])
-    evaluations, size = counts.shape
-    keep = trials.reshape(-1) > 0
-    return EvaluationRows(
-        cell=np.tile(np.arange(size, dtype=np.int64), evaluations)[keep],
-        train_count=counts.reshape(-1)[keep],
-        trials=trials.reshape(-1)[keep],
-        successes=successes.reshape(-1)[keep],
-        n_cells=size,
-    ).merged()
+    return EvaluationRows.of_evaluations(counts, trials, successes)
 
 
 def _by_source(avoided_in: FloatArray, episodes: IntArray, spread: FloatArray | None) -> FloatArray:

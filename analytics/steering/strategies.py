@@ -89,18 +89,10 @@ def evaluation_rows(
     """Return the observation's evaluation history as rows for the curve refit
     (``train_count``, one row per evaluation, replaces the evaluated policies' own counts:
     their effective counts when episodes transfer between cells)."""
-    evaluations, size = observation.eval_trials.shape
-    counts = observation.eval_train_count if train_count is None else np.asarray(train_count)
-    cells = np.tile(np.arange(size, dtype=np.int64), evaluations)
-    trials = observation.eval_trials.reshape(-1)
-    keep = trials > 0
-    return EvaluationRows(
-        cell=cells[keep],
-        train_count=counts.reshape(-1)[keep],
-        trials=trials[keep],
-        successes=observation.eval_successes.reshape(-1)[keep],
-        n_cells=size,
-    ).merged()
+    counts = observation.eval_train_count if train_count is None else train_count
+    return EvaluationRows.of_evaluations(
+        counts, observation.eval_trials, observation.eval_successes
+    )
 
 
 def learn_transfer(observation: Observation) -> TransferModel | None:

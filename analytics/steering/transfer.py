@@ -173,11 +173,16 @@ def transfer_matrix(structure: CellStructure, strength: npt.ArrayLike) -> FloatA
         raise ValueError(f"need one strength per dimension ({len(structure.dimensions)})")
     if np.any(s < 0) or np.any(s >= 1):
         raise ValueError("transfer strengths must be in [0, 1)")
-    differ = structure.differ()
-    with np.errstate(divide="ignore"):
-        log_s = np.log(s)  # -inf for 0: exp gives exactly 0 where that dimension differs
-    log_t = np.where(differ, log_s[None, None, :], 0.0).sum(axis=2)
-    matrix = np.exp(log_t)
+    size = structure.n_cells
+    return _matrix(structure.differ().reshape(size * size, -1).astype(np.float64), s, size)
+
+
+def _matrix(differ: FloatArray, strength: FloatArray, size: int) -> FloatArray:
+    """The transfer matrix from ``differ`` (cell pairs x dimensions, 1 where they differ):
+    the product of the strengths where a pair differs, 0 where one of those is 0."""
+    matrix = np.exp(differ @ np.log(np.where(strength > 0, strength, 1.0)))
+    matrix[differ @ (strength <= 0).astype(np.float64) > 0] = 0.0
+    matrix = matrix.reshape(size, size)
     np.fill_diagonal(matrix, 0.0)
     return matrix
 
@@ -263,7 +268,9 @@ class _Score:
         self.b = float(B_GRID[0])
 
     def __call__(self, strength: FloatArray) -> float:
-        log_n = np.log1p(self._counts + self._counts @ self._matrix(strength).T).reshape(-1)
+        log_n = np.log1p(
+            self._counts + self._counts @ _matrix(self._differ, strength, self._size).T
+        ).reshape(-1)
         trials = self._trials.reshape(-1)
         best = -np.inf
         for b in B_GRID:
@@ -274,15 +281,6 @@ class _Score:
             if score > best:
                 best, self.b = score, float(b)
         return best
-
-    def _matrix(self, strength: FloatArray) -> FloatArray:
-        """:func:`transfer_matrix` from the cached differences."""
-        logs = np.log(np.where(strength > 0, strength, 1.0))
-        matrix = np.exp(self._differ @ logs)
-        matrix[self._differ @ (strength <= 0).astype(np.float64) > 0] = 0.0
-        matrix = matrix.reshape(self._size, self._size)
-        np.fill_diagonal(matrix, 0.0)
-        return matrix
 
     def along(self, strength: FloatArray, dimension: int) -> FloatArray:
         """The score at every grid strength of one dimension, the others as given."""

@@ -50,21 +50,10 @@ def _continuous(
     return np.maximum(np.exp(np.minimum(log_total, 700.0)) - n - 1.0, 0.0)
 
 
-def waterfill(
-    amplitude: npt.ArrayLike,
-    n: npt.ArrayLike,
-    cost: npt.ArrayLike,
-    b: float,
-    budget: float,
-    *,
-    max_topup: int = 1_000_000,
-) -> IntArray:
-    """Return whole episodes per cell maximising total gain within ``budget``.
-
-    Cells with ``amplitude == 0`` get nothing; ``sum(cost * k) <= budget`` always holds.
-    Raises ValueError for negative amplitudes or counts, non-positive costs, ``b <= 0`` or a
-    negative budget.
-    """
+def _checked(
+    amplitude: npt.ArrayLike, n: npt.ArrayLike, cost: npt.ArrayLike, b: float, budget: float
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """The inputs as arrays; raises ValueError as :func:`waterfill` says."""
     amp = np.asarray(amplitude, dtype=np.float64)
     n_arr = np.asarray(n, dtype=np.float64)
     cost_arr = np.asarray(cost, dtype=np.float64)
@@ -80,6 +69,25 @@ def waterfill(
         raise ValueError(f"b must be > 0, got {b}")
     if not (budget >= 0 and math.isfinite(budget)):
         raise ValueError(f"budget must be finite and >= 0, got {budget}")
+    return amp, n_arr, cost_arr
+
+
+def waterfill(
+    amplitude: npt.ArrayLike,
+    n: npt.ArrayLike,
+    cost: npt.ArrayLike,
+    b: float,
+    budget: float,
+    *,
+    max_topup: int = 1_000_000,
+) -> IntArray:
+    """Return whole episodes per cell maximising total gain within ``budget``.
+
+    Cells with ``amplitude == 0`` get nothing; ``sum(cost * k) <= budget`` always holds.
+    Raises ValueError for negative amplitudes or counts, non-positive costs, ``b <= 0`` or a
+    negative budget.
+    """
+    amp, n_arr, cost_arr = _checked(amplitude, n, cost, b, budget)
     k = np.zeros(amp.size, dtype=np.int64)
     live = amp > 0
     if not live.any() or budget < float(cost_arr.min()):
@@ -211,10 +219,7 @@ def waterfill_with_transfer(
     gains. ``sum(cost * k) <= budget`` always holds. Raises ValueError as :func:`waterfill`
     and for a transfer matrix that is not square, finite and >= 0.
     """
-    amp = np.asarray(amplitude, dtype=np.float64)
-    n_arr = np.asarray(n, dtype=np.float64)
-    cost_arr = np.asarray(cost, dtype=np.float64)
-    waterfill(amp, n_arr, cost_arr, b, 0.0)  # the same checks
+    amp, n_arr, cost_arr = _checked(amplitude, n, cost, b, budget)
     t = np.asarray(transfer, dtype=np.float64)
     if t.shape != (amp.size, amp.size) or not np.all(np.isfinite(t)) or np.any(t < 0):
         raise ValueError("transfer must be a finite, non-negative cells x cells matrix")

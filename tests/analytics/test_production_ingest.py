@@ -523,3 +523,21 @@ def test_the_garbage_collector_is_back_on_after_a_batch_stored_or_refused(world_
     assert stored.status_code == 201
     assert refused.status_code == 400
     assert gc.isenabled()
+
+
+def test_a_batch_that_keeps_losing_races_is_a_503_and_stores_nothing(world_a, manager, monkeypatch):
+    from analytics.services.production import writes
+
+    post(manager, [cycle(world_a, 1)])
+    before = log_rows(world_a.deployment)
+    # No attempt left for the careful way: what a batch meets when other batches keep
+    # storing its events while it is classified.
+    monkeypatch.setattr(writes, "_ATTEMPTS", 0)
+
+    response = post(manager, [cycle(world_a, 1), cycle(world_a, 2)])
+
+    assert response.status_code == 503, response.content
+    assert response["Retry-After"] == "1"
+    assert "send the batch again" in response.json()["detail"]
+    assert log_rows(world_a.deployment) == before
+    assert not ProductionEvent.objects.filter(event_id="c2").exists()

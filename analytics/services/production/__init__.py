@@ -67,6 +67,7 @@ from analytics.services.production.errors import (
     DeploymentNotFound,
     IngestError,
     IngestResult,
+    ProductionBusy,
     ProductionConflict,
     ProductionInvalid,
 )
@@ -219,6 +220,7 @@ __all__ = [
     "DeploymentNotFound",
     "IngestError",
     "IngestResult",
+    "ProductionBusy",
     "ProductionConflict",
     "ProductionInvalid",
     "decode_json_body",

@@ -1,10 +1,12 @@
 """Checking a decoded batch and turning it into ledger rows.
 
-One pass over the events does what the declaration of :class:`~.decode.Event` cannot: the
-fields each kind of event needs, the time (ISO-8601 with an offset, not too far ahead), the
-site-local day it counts on, its condition set, and ids sent twice in one batch. The distinct
-names a batch uses (deployments, condition sets, failure modes, policies) are resolved before,
-once each (:mod:`.references`).
+The checks do what the declaration of :class:`~.decode.Event` cannot: the fields each kind
+of event needs, the time (ISO-8601 with an offset, not too far ahead), the site-local day it
+counts on, its condition set, and ids sent twice in one batch. Two ways give the same rows:
+:func:`column_chunks`, a chunk of well-formed new events at a time (the usual batch, written
+while it is built), and :func:`check_batch`, event by event, which names what is wrong. The
+distinct names a batch uses (deployments, condition sets, failure modes, policies) are
+resolved before, once each (:mod:`.references`).
 """
 
 from __future__ import annotations
@@ -105,13 +107,6 @@ class _LocalDays:
         return list(map(days.__getitem__, inverse.reshape(-1).tolist()))
 
 
-def check_batch(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> Checked:
-    """Rows for the batch's events, event by event; appends to ``errors`` what is wrong with
-    each. (The usual batch never comes here: :func:`column_chunks` builds its rows while the
-    ledger takes them, and only a batch it cannot take is checked this way.)"""
-    return _event_rows(batch, resolved, errors)
-
-
 CHUNK = 1_000
 """Events per chunk of the column way: the ledger takes one chunk while the next is built."""
 
@@ -127,7 +122,7 @@ _COLUMNS = tuple(
         ("kind", "event_id", "deployment", "occurred_at", "outcome", "duration_s", "policy"),
     )
 )
-_OP = attrgetter("op")
+OP = attrgetter("op")
 _TZINFO = attrgetter("tzinfo")
 
 
@@ -167,7 +162,7 @@ def _chunk_rows(
     days: _LocalDays,
     latest: datetime,
 ) -> tuple[Rows, Rows]:
-    if any(map(_OP, events)):
+    if any(map(OP, events)):
         raise NeedsCloserLook
     # A column per field (one getter each: no tuple per event for the collector to track).
     kinds, ids, slugs, times, outcomes, durations, policies = (
@@ -223,8 +218,10 @@ def _chunk_rows(
     return rows, others
 
 
-def _event_rows(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> Checked:
-    """Rows for the batch's events one by one, with what is wrong with each."""
+def check_batch(batch: Batch, resolved: Resolved, errors: list[IngestError]) -> Checked:
+    """Rows for the batch's events, event by event; appends to ``errors`` what is wrong with
+    each. (The usual batch never comes here: :func:`column_chunks` builds its rows while the
+    ledger takes them, and only a batch it cannot take is checked this way.)"""
     out = Checked()
     deployments = resolved.deployments
     condition_sets = resolved.condition_sets

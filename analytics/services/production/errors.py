@@ -65,6 +65,17 @@ class ProductionConflict(Exception):
         self.event_ids = event_ids
 
 
+class ProductionBusy(Exception):
+    """Other batches kept storing the same events while this one was classified; nothing of
+    this batch was stored. Sending it again is safe (replays change nothing)."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(
+            f"other batches stored some of these events while this one was checked, "
+            f"{attempts} times in a row; nothing was stored: send the batch again"
+        )
+
+
 class DeploymentNotFound(LookupError):
     """A deployment slug the caller's organization does not have; nothing was stored."""
 

@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 from accounts.models import Organization
 from accounts.services import audit_record
 from analytics.models import PolicyVersion
-from analytics.services.production.checks import Resolved, first_lines
+from analytics.services.production.checks import OP, Resolved, first_lines
 from analytics.services.production.decode import Batch, conditions_of
 from analytics.services.production.errors import (
     SHOWN_KNOWN,
@@ -24,7 +24,6 @@ from sites.models import ConditionValue, Deployment, FailureMode
 from sites.services import ConditionLookup, condition_lookup, condition_sets_intern
 
 _DEPLOYMENT = attrgetter("deployment")
-_OP = attrgetter("op")
 _FAILURE_MODE = attrgetter("failure_mode")
 _POLICY = attrgetter("policy")
 
@@ -60,7 +59,7 @@ def references_resolve(
         batch, organization, actor, create_values, sets, errors, result
     )
     counted = events
-    if any(map(_OP, events)):
+    if any(map(OP, events)):
         counted = [event for event in events if event.op != "retract"]
     modes = set(map(_FAILURE_MODE, counted))
     modes.discard(None)

@@ -33,6 +33,7 @@ from analytics.services.production.errors import (
     MAX_ERRORS,
     IngestError,
     IngestResult,
+    ProductionBusy,
     ProductionConflict,
     ProductionInvalid,
 )
@@ -119,18 +120,16 @@ def batch_write(
             pass
         else:
             return _count(cursor, organization, actor, checked.rows, result)
-    for attempt in range(_ATTEMPTS):
+    for _attempt in range(_ATTEMPTS):
         outcome = IngestResult()
         try:
             with transaction.atomic():
                 added = _careful(cursor, organization, actor, checked, outcome)
         except (_Retry, psycopg.errors.UniqueViolation, psycopg.errors.DeadlockDetected):
-            if attempt == _ATTEMPTS - 1:
-                raise
             continue
         result.add(outcome)
         return added
-    raise AssertionError("unreachable")
+    raise ProductionBusy(_ATTEMPTS)
 
 
 _COPY_CYCLES = (
