@@ -93,6 +93,8 @@ class GapCellSerializer(serializers.ModelSerializer):
             "failure_high",
             "interventions_per_day",
             "priority",
+            "priority_elsewhere",
+            "effective_count",
             "explanation",
         ]
 

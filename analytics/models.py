@@ -215,7 +215,18 @@ class GapCell(models.Model):
     failure_low = models.FloatField()
     failure_high = models.FloatField()
     interventions_per_day = models.FloatField()
-    priority = models.FloatField()
+    priority = models.FloatField(
+        help_text="Interventions a day one more episode here avoids, here and in the cells it helps."
+    )
+    priority_elsewhere = models.FloatField(
+        default=0.0, help_text="The part of priority that lies in the cells it helps."
+    )
+    effective_count = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="Training the cell's curve is read at: its own plus what transfers to it "
+        "from cells sharing its conditions (null in reports made before transfer).",
+    )
     explanation = models.TextField(blank=True)
     values = models.JSONField(default=dict, help_text="dimension slug → value slug")
 
@@ -229,6 +240,11 @@ class GapCell(models.Model):
 
     def __str__(self) -> str:
         return f"{self.label} (#{self.rank})"
+
+    @property
+    def transferred(self) -> float:
+        """Episodes the cell's curve counts from cells sharing its conditions."""
+        return 0.0 if self.effective_count is None else self.effective_count - self.train_count
 
 
 class ShareQuerySet(TenantQuerySet):
@@ -293,6 +309,12 @@ class CurveFitRecord(models.Model):
         default=dict, help_text="cell key (sorted value ids) → posterior-mean amplitude"
     )
     evidence = models.JSONField(default=dict)
+    transfer = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="How much an episode in one cell trains cells sharing its conditions: "
+        "strength per dimension, interval, evaluations (TransferModel.stored).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = CurveFitQuerySet.as_manager()

@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +22,20 @@ IntArray = npt.NDArray[np.int64]
 
 # Rounding in upstream share computations; beyond this a profile is simply wrong.
 _SHARE_TOLERANCE = 1e-6
+
+
+class Transfer(Protocol):
+    """How much an episode in one cell trains another (in practice
+    :class:`analytics.steering.transfer.TransferModel`, the one model of it)."""
+
+    def effective(self, n: npt.ArrayLike) -> FloatArray:
+        """Each cell's own episodes plus what the others' transfer to it."""
+        ...
+
+    def spread(self, x: npt.ArrayLike) -> FloatArray:
+        """``T @ x``: for values per cell, what an episode in each cell is worth in the
+        cells it helps (``T`` is symmetric)."""
+        ...
 
 
 class Coverage(IntEnum):
@@ -75,6 +90,9 @@ class GapInputs:
       is uncovered, ``n < thin_below`` thin, else covered).
     * ``curve``: a pooled curve to use as-is; ``None`` fits one from these cells.
     * ``dimensions``: optional condition dimensions for PSI.
+    * ``transfer``: how much an episode in one cell trains another (``None``: nothing
+      transfers). The curves are then read at each cell's effective training, and an
+      episode's value of capture counts the failures it avoids in every cell it helps.
 
     Any array-like is accepted and stored as a float64/int64 copy (labels as a tuple).
     Raises ValueError naming the first problem.
@@ -91,6 +109,7 @@ class GapInputs:
     thin_below: float = 50.0
     curve: LearningCurve | CurveFit | None = None
     dimensions: Sequence[Dimension] = ()
+    transfer: Transfer | None = None
 
     def __post_init__(self) -> None:
         labels = tuple(str(label) for label in self.labels)
@@ -164,8 +183,12 @@ class GapCells:
     partially pooled multiplier, so thin evidence stays near ``prior_rate``, the pooled
     curve at the cell's n), with a 95% posterior interval; ``interventions*`` are per day;
     ``excess`` is ``failure_rate - f_inf``, the part more data can remove, and
-    ``amplitude`` the matching cell-curve amplitude ``a_c``; ``priority`` is interventions
-    avoided per day by one more episode in the cell.
+    ``amplitude`` the matching cell-curve amplitude ``a_c``; ``effective_count`` is the
+    cell's own training plus what transfers to it from the others (the ``n`` its curve is
+    read at; ``train_count`` without transfer). ``priority``, the value of capture, is
+    interventions avoided per day by one more episode in the cell: in the cell itself plus
+    ``priority_elsewhere``, in the cells it helps (each of which gains the share of an
+    episode that transfers to it).
     """
 
     target_share: FloatArray
@@ -182,6 +205,8 @@ class GapCells:
     excess: FloatArray
     amplitude: FloatArray
     priority: FloatArray
+    effective_count: FloatArray
+    priority_elsewhere: FloatArray
 
 
 @dataclass(frozen=True)
@@ -233,26 +258,27 @@ class GapResult:
         return self.fit.curve
 
     def avoided(self, k: npt.ArrayLike) -> FloatArray:
-        """Return interventions per day avoided in each cell by ``k`` more episodes there.
+        """Return interventions per day avoided in each cell by ``k`` more effective
+        episodes there (its own, or what transfers to it).
 
         ``k`` is a scalar or one value per cell (>= 0; fractional allowed). Concave and
-        non-decreasing in ``k``; ``avoided(1)`` equals ``cells.priority``. Raises ValueError
-        for negative ``k``.
+        non-decreasing in ``k``; ``avoided(1)`` is ``cells.priority`` less what the episode
+        is worth elsewhere. Raises ValueError for negative ``k``.
         """
         k_arr = np.asarray(k, dtype=np.float64)
         if np.any(k_arr < 0):
             raise ValueError("k must be >= 0")
-        return _avoided(self.inputs, self.fit.curve, self.cells.excess, k_arr)
+        return _avoided(
+            self.inputs, self.fit.curve, self.cells.excess, self.cells.effective_count, k_arr
+        )
 
 
 def _avoided(
-    inputs: GapInputs, curve: LearningCurve, excess: FloatArray, k: FloatArray
+    inputs: GapInputs, curve: LearningCurve, excess: FloatArray, n: FloatArray, k: FloatArray
 ) -> FloatArray:
     # The excess is the cell curve's level at its n: cycles * p * a_c * ((n+1)^-b - (n+1+k)^-b)
     # without forming the amplitude a_c = excess * (n+1)^b and its inverse.
-    return (
-        inputs.cycles_per_day * inputs.target_share * gain(excess, inputs.train_count, curve.b, k)
-    )
+    return inputs.cycles_per_day * inputs.target_share * gain(excess, n, curve.b, k)
 
 
 def gap_curves(
@@ -290,10 +316,11 @@ def compute_gap(inputs: GapInputs) -> GapResult:
     Fits the pooled learning curve from the inputs unless ``inputs.curve`` is given.
     Assumes validated :class:`GapInputs` (its constructor raises on bad data).
     """
-    curves = gap_curves(inputs.train_count, inputs.trials, inputs.successes, inputs.curve)
+    p, n = inputs.target_share, inputs.train_count
+    n_eff = n if inputs.transfer is None else inputs.transfer.effective(n)
+    curves = gap_curves(n_eff, inputs.trials, inputs.successes, inputs.curve)
     fit = curves.fit
     curve = fit.curve
-    p, n = inputs.target_share, inputs.train_count
     cycles = float(inputs.cycles_per_day)
 
     total_train = float(n.sum())
@@ -302,12 +329,16 @@ def compute_gap(inputs: GapInputs) -> GapResult:
     coverage[n < inputs.thin_below] = Coverage.THIN
     coverage[n < inputs.uncovered_below] = Coverage.UNCOVERED
 
-    prior_rate = curve.rate(n)
-    rate = curves.rate(n)
-    low, high = curves.rate_interval(n, 0.95)
+    prior_rate = curve.rate(n_eff)
+    rate = curves.rate(n_eff)
+    low, high = curves.rate_interval(n_eff, 0.95)
     weight = cycles * p
     excess = np.maximum(rate - curve.f_inf, 0.0)
-    priority = _avoided(inputs, curve, excess, np.ones_like(n))
+    own = _avoided(inputs, curve, excess, n_eff, np.ones_like(n))
+    # An episode in cell c counts T[i, c] of one in cell i: a small share of an episode
+    # avoids that share of one episode's failures there (the chord, which concavity keeps
+    # at or below the exact gain).
+    elsewhere = np.zeros_like(own) if inputs.transfer is None else inputs.transfer.spread(own)
     amplitude = curves.amplitude
 
     cells = GapCells(
@@ -324,11 +355,13 @@ def compute_gap(inputs: GapInputs) -> GapResult:
         interventions_high=weight * high,
         excess=excess,
         amplitude=amplitude,
-        priority=priority,
+        priority=own + elsewhere,
+        effective_count=np.asarray(n_eff, dtype=np.float64),
+        priority_elsewhere=elsewhere,
     )
 
     failure_mass = float(np.dot(p, rate))
-    failure_var = float(np.dot(p * p, curves.rate_variance(n)))
+    failure_var = float(np.dot(p * p, curves.rate_variance(n_eff)))
     mass_low, mass_high = _gamma_interval(failure_mass, failure_var)
     mass_high = min(mass_high, 1.0)
     at_target = cycles * (1.0 - inputs.reliability_target)

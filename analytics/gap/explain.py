@@ -80,8 +80,9 @@ def explain_cell(result: GapResult, index: int) -> str:
         training = "no training episodes"
     else:
         training = f"{format_percent(q)} of training episodes ({format_count(n)})"
+    elsewhere = _elsewhere(result, index)
     if p == 0:
-        return f"{label}: not seen in production; {training}; no interventions expected."
+        return f"{label}: not seen in production; {training}; no interventions expected.{elsewhere}"
     joiner = "and" if n > 0 and q >= p else "but"
     if trials:
         failures = trials - successes
@@ -92,7 +93,25 @@ def explain_cell(result: GapResult, index: int) -> str:
     return (
         f"{label}: {format_percent(p)} of production cycles {joiner} {training}; "
         f"estimated failure rate {format_percent(rate)} ({evidence}) → "
-        f"{format_interventions(float(cells.interventions[index]))}."
+        f"{format_interventions(float(cells.interventions[index]))}.{elsewhere}"
+    )
+
+
+ELSEWHERE_SHARE = 0.1
+"""The share of a cell's value of capture that lies in other cells before its sentence says so."""
+
+
+def _elsewhere(result: GapResult, index: int) -> str:
+    """ " An episode here also avoids ... in the cells it helps", where that is a tenth or
+    more of its value of capture (else nothing)."""
+    cells = result.cells
+    elsewhere = float(cells.priority_elsewhere[index])
+    total = float(cells.priority[index])
+    if not total > 0 or elsewhere < ELSEWHERE_SHARE * total:
+        return ""
+    return (
+        f" An episode here also trains cells that share its conditions: "
+        f"{format_percent(elsewhere / total)} of its value lies there."
     )
 
 

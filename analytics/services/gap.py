@@ -21,6 +21,7 @@ from analytics.services.gap_inputs import (
     campaign_inputs,
     feature_samples,
 )
+from analytics.steering.transfer import TransferModel
 from campaigns.models import Campaign
 from labeling.importers import pgcopy
 
@@ -122,6 +123,13 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
         campaign=campaign, dimension_slugs=[d.slug for d in inputs.space.dimensions]
     )
     curve = LearningCurve(f_inf=refit.f_inf, a=refit.a, b=refit.b) if refit is not None else None
+    # And the transfer between cells that refit learnt (its curve was fitted at the
+    # effective training it gives): the report's cells are read at the same.
+    transfer = (
+        TransferModel.from_stored(inputs.space.structure(inputs.keys), refit.transfer)
+        if refit is not None and refit.transfer
+        else None
+    )
     result = compute_gap(
         GapInputs(
             labels=labels,
@@ -135,6 +143,7 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
             thin_below=params["thin_below"],
             dimensions=dims,
             curve=curve,
+            transfer=transfer if transfer is not None and transfer.transfers else None,
         )
     )
     top = top_gaps(result, params["top_k"], blind_spot_min_share=params["blind_spot_min_share"])
@@ -151,6 +160,7 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
 
     t3 = time.perf_counter()
     summary = _summary(inputs, result, top, shift, refit.pk if refit is not None else None)
+    summary["transfer"] = transfer.stored() if transfer is not None else None
     _store(report=report, inputs=inputs, result=result, labels=labels, summary=summary)
     timings["store"] = time.perf_counter() - t3
     timings["total"] = time.perf_counter() - t0
@@ -327,6 +337,8 @@ def _store(
         number(cells.failure_high),
         number(cells.interventions),
         number(cells.priority),
+        number(cells.priority_elsewhere),
+        number(cells.effective_count),
         _copy_escape(pa.array([explained.get(i, "") for i in order.tolist()], pa.string())),
         _copy_escape(space.slugs_json_texts(codes[order])),
     ]
@@ -358,7 +370,8 @@ def _store(
             cursor.copy(
                 "COPY analytics_gapcell (report_id, value_ids, label, rank, target_share, train_count,"
                 " train_share, coverage, trials, successes, failure_rate, failure_low, failure_high,"
-                ' interventions_per_day, priority, explanation, "values") FROM STDIN'
+                " interventions_per_day, priority, priority_elsewhere, effective_count, explanation,"
+                ' "values") FROM STDIN'
             ) as copy,
         ):
             if rank:

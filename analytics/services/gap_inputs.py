@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from django.db import connection
 
 from accounts.beside import Beside
+from analytics.steering.transfer import CellStructure
 from campaigns.models import Campaign
 from sites.models import ConditionDimension, ConditionSample, ConditionShare, Deployment
 
@@ -89,6 +90,15 @@ class DimensionSpace:
             d.slug: self._slugs[i][c]
             for i, (d, c) in enumerate(zip(self.dimensions, key, strict=True))
         }
+
+    def structure(self, keys: list[tuple[int, ...]]) -> CellStructure:
+        """The cells' conditions for the transfer model: dimension names, value labels, and
+        each key's codes (an unrecorded value states nothing, as the model expects)."""
+        return CellStructure(
+            dimensions=tuple(d.name for d in self.dimensions),
+            values=tuple(tuple(v.label for v in vs) for vs in self.values),
+            codes=np.array(keys, dtype=np.int64).reshape(len(keys), len(self.dimensions)),
+        )
 
     # Whole columns at once, for storing thousands of cells: ``codes`` is (cells × dimensions).
 

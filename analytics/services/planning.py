@@ -8,6 +8,7 @@ from typing import Any
 from analytics.models import GapCell, GapReport
 from analytics.selectors import gap_report_latest
 from campaigns.models import CollectionRound
+from campaigns.planning.gain import decay_fraction
 from campaigns.services.plan import PlanCell, PlanRequest, round_plan
 
 MAX_CELLS = 5000
@@ -18,33 +19,46 @@ class NoGapReport(Exception):
 
 
 def plan_cells_from_report(*, report: GapReport, limit: int = MAX_CELLS) -> list[PlanCell]:
-    """Cells worth capturing in a report, as plain numbers for the planner."""
+    """Cells worth capturing in a report, as plain numbers for the planner.
+
+    A cell is read at its effective training (its own plus what transfers to it), and what
+    an episode there is worth in the cells it also trains becomes its ``spill``: the level
+    whose first episode is worth what the report's value of capture puts elsewhere, so the
+    planner values an episode as the gap page does.
+    """
     cycles = float(report.summary.get("cycles_per_day", 0.0))
+    b = float((report.summary.get("curve") or {}).get("b", 0.5))
     rows = (
-        GapCell.objects.filter(report=report, target_share__gt=0, priority__gt=0)
+        GapCell.objects.filter(report=report, priority__gt=0)
         .order_by("-priority")
         .values_list(
             "value_ids",
             "label",
             "target_share",
             "train_count",
+            "effective_count",
             "failure_rate",
             "priority",
+            "priority_elsewhere",
             "explanation",
         )[:limit]
     )
-    return [
-        PlanCell(
-            value_ids=tuple(v),
-            label=label,
-            weight=cycles * p,
-            n0=n,
-            failure_rate=f,
-            priority=prio,
-            rationale=explanation,
+    cells = []
+    for v, label, p, n, n_eff, f, prio, elsewhere, explanation in rows:
+        n0 = n if n_eff is None else n_eff
+        cells.append(
+            PlanCell(
+                value_ids=tuple(v),
+                label=label,
+                weight=cycles * p,
+                n0=n0,
+                failure_rate=f,
+                priority=prio,
+                rationale=explanation,
+                spill=elsewhere / float(decay_fraction(b, n0, 1.0)) if elsewhere > 0 else 0.0,
+            )
         )
-        for v, label, p, n, f, prio, explanation in rows
-    ]
+    return cells
 
 
 def round_plan_from_gap(

@@ -20,6 +20,7 @@ from analytics.models import (
 )
 from analytics.selectors import gap_report_latest
 from analytics.services.gap_inputs import UNKNOWN, DimensionSpace
+from analytics.steering.transfer import TransferModel, estimate_transfer
 from campaigns.models import Campaign, CollectionRound
 
 Key = tuple[int, ...]
@@ -113,6 +114,11 @@ def _outcomes(
     return out
 
 
+REFIT_INTERVAL_CELLS = 2000
+"""Up to this many cells the refit gives each transfer strength its interval (each interval
+costs about forty estimates; beyond it the strengths are given without)."""
+
+
 def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
     """Refit the campaign's learning curves from its whole evaluation history and store them."""
     space = _space(campaign)
@@ -125,32 +131,46 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
     current = train_counts(campaign=campaign, space=space)
     keys: list[Key] = sorted(current)
     index = {k: i for i, k in enumerate(keys)}
-    rows_cell: list[int] = []
-    rows_n: list[float] = []
-    rows_t: list[float] = []
-    rows_s: list[float] = []
+    # One evaluation per evaluated policy, oldest first: the training counts of every cell
+    # in the data it was trained on, and its outcomes where it was evaluated.
+    evaluated: list[tuple[dict[Key, float], dict[Key, list[float]]]] = []
     for policy in policies:
         outcomes = _outcomes(policy, space, deployment_ids)
         if not outcomes:
             continue
         trained = train_counts(campaign=campaign, space=space, dataset_ids=policy_datasets(policy))
-        for key, (trials, successes) in outcomes.items():
+        for key in [*outcomes, *trained]:
             if key not in index:
                 index[key] = len(keys)
                 keys.append(key)
-            rows_cell.append(index[key])
-            rows_n.append(trained.get(key, 0.0))
-            rows_t.append(trials)
-            rows_s.append(successes)
+        evaluated.append((trained, outcomes))
     size = max(1, len(keys))
-    rows = EvaluationRows(
-        cell=np.array(rows_cell, dtype=np.int64),
-        train_count=np.array(rows_n),
-        trials=np.array(rows_t),
-        successes=np.array(rows_s),
-        n_cells=size,
-    ).merged()
+    counts = np.zeros((len(evaluated), size))
+    trials = np.zeros((len(evaluated), size))
+    successes = np.zeros((len(evaluated), size))
+    for e, (trained, outcomes) in enumerate(evaluated):
+        for key, n in trained.items():
+            counts[e, index[key]] = n
+        for key, (t, s) in outcomes.items():
+            trials[e, index[key]], successes[e, index[key]] = t, s
     n_now = np.array([current.get(k, 0.0) for k in keys] or [0.0])
+    # How much an episode in one cell trains the cells sharing its conditions, learnt from
+    # the same history (none until two evaluations show it); the curves are read at the
+    # effective training it gives, here and wherever this refit is used.
+    transfer = (
+        estimate_transfer(
+            space.structure(keys),
+            counts,
+            trials,
+            successes,
+            intervals=len(keys) <= REFIT_INTERVAL_CELLS,
+        )
+        if keys
+        else None
+    )
+    if transfer is not None and transfer.transfers:
+        counts, n_now = transfer.effective(counts), transfer.effective(n_now)
+    rows = EvaluationRows.of_evaluations(counts, trials, successes)
     curves = fit_curve_set(rows, n_now)
     pooled = curves.pooled
     return CurveFitRecord.objects.create(
@@ -173,6 +193,7 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
             "failures": float((rows.trials - rows.successes).sum()),
             "reason": curves.fit.reason,
         },
+        transfer=transfer.stored() if transfer is not None else {},
     )
 
 
@@ -421,6 +442,11 @@ def _f(x: Any) -> float | None:
 # ------------------------------------------------------------------ recommendation and economics
 
 
+RECOMMEND_TRANSFER_CELLS = 1000
+"""With transfer, the recommendation weighs at most this many of a report's cells (its
+highest-value ones): its allocation compares every candidate cell with every other."""
+
+
 def next_round_recommendation(
     *,
     campaign: Campaign,
@@ -487,27 +513,42 @@ def next_round_recommendation(
             "value_ids",
             "target_share",
             "train_count",
+            "effective_count",
             "trials",
             "successes",
             "failure_rate",
         )
     )
-    # One per-cell model: the cells' curves read back from the report's own cells and pooled
-    # curve, so the recommendation and the gap page agree about every cell.
+    # One per-cell model: the cells' curves read back from the report's own cells, pooled
+    # curve and transfer between cells, so the recommendation and the gap page agree about
+    # every cell.
     curve = report.summary.get("curve") or {}
     pooled = (
         LearningCurve(f_inf=curve["f_inf"], a=curve["a"], b=curve["b"])
         if {"f_inf", "a", "b"} <= curve.keys()
         else None
     )
+    effective = [
+        r["train_count"] if r["effective_count"] is None else r["effective_count"] for r in stored
+    ]
     all_curves = gap_curves(
-        [r["train_count"] for r in stored],
-        [r["trials"] for r in stored],
-        [r["successes"] for r in stored],
-        pooled,
+        effective, [r["trials"] for r in stored], [r["successes"] for r in stored], pooled
     )
-    targeted = [i for i, r in enumerate(stored) if r["target_share"] > 0]
-    rows = [stored[i] for i in targeted]
+    stored_transfer = report.summary.get("transfer")
+    if stored_transfer:
+        # An episode also trains the cells that share its conditions, so a cell without
+        # production of its own can be worth capturing: every cell is a candidate (the
+        # report's highest-value ones when there are very many: the allocation weighs each
+        # candidate against every other).
+        chosen = list(range(min(len(stored), RECOMMEND_TRANSFER_CELLS)))
+    else:
+        chosen = [i for i, r in enumerate(stored) if r["target_share"] > 0]
+    rows = [stored[i] for i in chosen]
+    space = DimensionSpace.build(
+        organization_id=campaign.organization_id, slugs=report.dimension_slugs or None
+    )
+    structure = space.structure([space.project(list(r["value_ids"])) for r in rows])
+    transfer = TransferModel.from_stored(structure, stored_transfer) if stored_transfer else None
     total = sum(r["target_share"] for r in rows)
     cells = [
         CellInput(
@@ -516,8 +557,13 @@ def next_round_recommendation(
             train_count=r["train_count"],
             trials=int(r["trials"]),
             successes=int(r["successes"]),
+            conditions={
+                structure.dimensions[d]: structure.values[d][code]
+                for d, code in enumerate(structure.codes[i].tolist())
+                if code >= 0
+            },
         )
-        for r in rows
+        for i, r in enumerate(rows)
     ]
     cycles = float(report.summary.get("cycles_per_day", 0.0))
     shifts = (
@@ -534,18 +580,21 @@ def next_round_recommendation(
         budget,
         cycles,
         seed=seed,
-        curves=all_curves.subset(targeted),
+        curves=all_curves.subset(chosen),
         extra_failure_rate=shifts.extra if shifts is not None and shifts.any else None,
+        transfer=transfer,
     )
+    n_now = [float(effective[i]) for i in chosen]
     projection = project_campaign(
         rec.curves,
-        train_count=[c.train_count for c in cells],
+        train_count=n_now,
         target_share=[c.target_share for c in cells],
         cycles_per_day=cycles,
         reliability_target=campaign.reliability_goal,
         budget_per_round=budget,
         max_rounds=30,
         first_round=rec.episodes,
+        transfer=transfer,
     )
     by_id = {str(r["rank"]): r for r in rows}
     shift_notes = shifts.cell_notes if shifts is not None else {}
@@ -573,7 +622,9 @@ def next_round_recommendation(
         "before": rec.interventions_per_day_before,
         "after": rec.interventions_per_day_after,
         "allocations": allocations,
-        "notes": shifts.notes if shifts is not None else [],
+        "notes": (shifts.notes if shifts is not None else [])
+        + ([f"Transfer: {transfer.describe()}."] if transfer is not None else []),
+        "transfer": transfer.stored() if transfer is not None else None,
         "shift_flags": shifts.flags if shifts is not None else [],
         "projection": {
             "sentences": p.sentences(),
@@ -593,7 +644,7 @@ def next_round_recommendation(
                     "value_ids": by_id[c.id]["value_ids"],
                     "label": by_id[c.id]["label"],
                     "weight": cycles * c.target_share,
-                    "n0": c.train_count,
+                    "n0": n_now[i],
                     "failure_rate": float(rec.planner_failure_rates[i]),
                     "priority": float(rec.ranking_amplitude[i]),
                     "episodes": int(rec.episodes[i]),

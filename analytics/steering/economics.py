@@ -28,7 +28,8 @@ from scipy import stats
 from analytics.intervals import trials_to_demonstrate
 from analytics.learning import CurveSet
 from analytics.steering.text import format_count, format_rate
-from analytics.steering.waterfill import waterfill
+from analytics.steering.transfer import TransferModel
+from analytics.steering.waterfill import waterfill, waterfill_with_transfer
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -182,14 +183,17 @@ def project_campaign(
     first_round: npt.ArrayLike | None = None,
     deployments: Mapping[str, DeploymentProfile] | None = None,
     confidence: float = 0.95,
+    transfer: TransferModel | None = None,
 ) -> CampaignProjection:
     """Project rounds of ``budget_per_round`` forward on expected values until the target.
 
     ``first_round`` is the next round's allocation when already decided (else the
     recommender's); later rounds are the recommender's on posterior-mean curves for the
     campaign's target shares. Stops when the campaign and every deployment reach their
-    targets, or after ``max_rounds``. Raises ValueError on mismatched shapes or values
-    out of range.
+    targets, or after ``max_rounds``. With ``transfer`` the counts are effective ones
+    (``train_count`` too), a round's episodes also train the cells sharing their
+    conditions, and later rounds are allocated knowing it. Raises ValueError on
+    mismatched shapes or values out of range.
     """
     size = curves.n_cells
     n0 = np.asarray(train_count, dtype=np.float64)
@@ -220,6 +224,8 @@ def project_campaign(
 
     path = [n0.copy()]
     allocations: list[IntArray] = []
+    added: list[FloatArray] = []  # what each round adds to the effective counts
+    spread = transfer.matrix() if transfer is not None and transfer.transfers else None
     amplitude = float(cycles_per_day) * p * curves.amplitude
     n = n0.copy()
     for r in range(max_rounds):
@@ -231,16 +237,19 @@ def project_campaign(
             k = np.asarray(first_round, dtype=np.int64)
             if k.shape != (size,) or np.any(k < 0):
                 raise ValueError(f"first_round must be {size} whole episode counts >= 0")
-        else:
+        elif spread is None:
             k = waterfill(amplitude, n, cost, curves.b, budget_per_round)
+        else:
+            k = waterfill_with_transfer(amplitude, n, cost, curves.b, budget_per_round, spread)
         allocations.append(k)
-        n = n + k
+        added.append(k + spread @ k if spread is not None else k.astype(np.float64))
+        n = n + added[-1]
         path.append(n.copy())
         if not k.any():
             break  # nothing left worth buying: more rounds change nothing
 
     projections = {
-        name: _project_scope(name, scope, curves, path, allocations, cost, confidence)
+        name: _project_scope(name, scope, curves, path, allocations, added, cost, confidence)
         for name, scope in scopes.items()
     }
     campaign = projections.pop("Campaign")
@@ -253,6 +262,7 @@ def _project_scope(
     curves: CurveSet,
     path: list[FloatArray],
     allocations: list[IntArray],
+    added: list[FloatArray],
     cost: FloatArray,
     confidence: float,
 ) -> Projection:
@@ -274,7 +284,7 @@ def _project_scope(
             if r == 0:
                 episodes_to, spend_to = 0.0, 0.0
             else:
-                t = _crossing(curves, share, path[r - 1], allocations[r - 1], allowed)
+                t = _crossing(curves, share, path[r - 1], added[r - 1], allowed)
                 episodes_to = episodes[r - 1] + t * float(allocations[r - 1].sum())
                 spend_to = spend[r - 1] + t * float(np.dot(cost, allocations[r - 1]))
             break
@@ -317,9 +327,9 @@ def _project_scope(
 
 
 def _crossing(
-    curves: CurveSet, share: FloatArray, n: FloatArray, k: IntArray, allowed: float
+    curves: CurveSet, share: FloatArray, n: FloatArray, k: FloatArray, allowed: float
 ) -> float:
-    """Return the fraction of round allocation ``k`` from ``n`` at which the mass hits ``allowed``."""
+    """Return the fraction of a round's addition ``k`` to ``n`` at which the mass hits ``allowed``."""
     low, high = 0.0, 1.0
     for _ in range(50):
         mid = 0.5 * (low + high)

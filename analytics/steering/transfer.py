@@ -32,8 +32,10 @@ Django-free: numpy arrays in, numpy arrays out.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -51,6 +53,7 @@ INTERVAL_LEVEL = 0.9
 """The level of the strengths' reported intervals."""
 
 _PASSES = 3  # rounds of one-dimension-at-a-time updates (they settle in one or two)
+_DENSE_CELLS = 400  # up to this many cells the estimate forms the transfer matrix
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,6 +94,23 @@ class CellStructure:
         codes = self.codes
         unknown = codes < 0
         return (codes[:, None, :] != codes[None, :, :]) | unknown[:, None, :] | unknown[None, :, :]
+
+    def group(self, inside: tuple[bool, ...]) -> tuple[IntArray, IntArray, int]:
+        """The cells that state every dimension marked ``inside`` and, for each of them,
+        its group among them by their values there, with the number of groups (cached:
+        :meth:`TransferModel.spread` asks for the same few sets again and again)."""
+        cache: dict[tuple[bool, ...], tuple[IntArray, IntArray, int]] = self.__dict__.setdefault(
+            "_groups", {}
+        )
+        if inside not in cache:
+            mask = np.array(inside, dtype=bool)
+            eligible = np.flatnonzero((self.codes[:, mask] >= 0).all(axis=1))
+            group = np.zeros(eligible.size, dtype=np.int64)
+            if mask.any() and eligible.size:
+                _, inverse = np.unique(self.codes[eligible][:, mask], axis=0, return_inverse=True)
+                group = inverse.reshape(-1).astype(np.int64)
+            cache[inside] = (eligible, group, int(group.max()) + 1 if group.size else 0)
+        return cache[inside]
 
     def label(self, cell: int) -> str:
         """The cell's values joined, e.g. "dim sodium · sparse"."""
@@ -142,7 +162,65 @@ class TransferModel:
         counts = np.asarray(n, dtype=np.float64)
         if not self.transfers:
             return counts.copy()
-        return counts + counts @ self.matrix().T
+        return counts + self.spread(counts)
+
+    def spread(self, x: npt.ArrayLike) -> FloatArray:
+        """``T @ x`` over the last axis (what ``x`` per cell gives every other cell), in
+        ``O(cells * 2 ** dimensions)`` without forming ``T``: a gap report's thousands of
+        cells would need a matrix of their square. ``T`` is symmetric, so this is also
+        ``T.T @ x``: for values ``x`` per cell, what an episode in each cell is worth in
+        the cells it helps."""
+        values = np.asarray(x, dtype=np.float64)
+        if values.shape[-1] != self.structure.n_cells:
+            raise ValueError(f"need one value per cell ({self.structure.n_cells})")
+        if not self.transfers:
+            return np.zeros_like(values)
+        return _spread(self.structure, self.strength, values)
+
+    def stored(self) -> dict[str, Any]:
+        """The model as JSON (strengths by dimension name, what they were learnt from)."""
+        return {
+            "dimensions": [
+                {
+                    "name": name,
+                    "strength": float(s),
+                    "low": None if np.isnan(low) else float(low),
+                    "high": None if np.isnan(high) else float(high),
+                }
+                for name, s, low, high in zip(
+                    self.structure.dimensions, self.strength, self.low, self.high, strict=True
+                )
+            ],
+            "evaluations": self.evaluations,
+            "how": self.describe(),
+        }
+
+    @classmethod
+    def from_stored(cls, structure: CellStructure, data: Mapping[str, Any] | None) -> TransferModel:
+        """The stored model (:meth:`stored`) over other cells: each of ``structure``'s
+        dimensions takes the stored strength of the same name, none where it has none
+        (no stored model: no transfer)."""
+        if not data:
+            return cls.none(structure)
+        by_name = {d["name"]: d for d in data.get("dimensions", [])}
+        size = len(structure.dimensions)
+        strength, low, high = np.zeros(size), np.zeros(size), np.zeros(size)
+        for i, name in enumerate(structure.dimensions):
+            entry = by_name.get(name)
+            if entry is None:
+                continue
+            strength[i] = float(entry["strength"])
+            low[i] = np.nan if entry.get("low") is None else float(entry["low"])
+            high[i] = np.nan if entry.get("high") is None else float(entry["high"])
+        if np.any(strength < 0) or np.any(strength >= 1):
+            raise ValueError("stored transfer strengths must be in [0, 1)")
+        return cls(
+            structure=structure,
+            strength=strength,
+            low=low,
+            high=high,
+            evaluations=int(data.get("evaluations", 0)),
+        )
 
     def describe(self) -> str:
         """One sentence: what transfers, how sure, from how much evidence."""
@@ -185,6 +263,38 @@ def _matrix(differ: FloatArray, strength: FloatArray, size: int) -> FloatArray:
     matrix = matrix.reshape(size, size)
     np.fill_diagonal(matrix, 0.0)
     return matrix
+
+
+def _spread(structure: CellStructure, strength: FloatArray, x: FloatArray) -> FloatArray:
+    """``T @ x`` over the last axis by sums over groups of cells.
+
+    ``T[i, j]`` is the product over dimensions of ``s_d`` where the cells differ and 1
+    where they agree, which expands as a sum over the sets ``S`` of dimensions of
+    ``prod_{d in S} (1 - s_d) * prod_{d not in S} s_d`` times [i and j agree on every d in
+    S]. So ``T' @ x`` (``T`` with its diagonal) is, for each such set, its coefficient times
+    the sum of ``x`` over the cells that agree with ``i`` on it; a cell that does not state
+    a dimension agrees with none on it (not even itself), and the diagonal, which ``T``
+    leaves out, is taken off at the end. Only sets holding every dimension that transfers
+    nothing have a coefficient: ``2 ** (dimensions that transfer)`` sets in all.
+    """
+    size = structure.n_cells
+    flat = x.reshape(-1, size)
+    out = np.zeros_like(flat)
+    free = [d for d in range(strength.size) if strength[d] > 0]
+    for chosen in itertools.product((False, True), repeat=len(free)):
+        inside = strength <= 0
+        inside[free] = chosen
+        coefficient = float(np.prod(np.where(inside, 1.0 - strength, strength)))
+        eligible, group, groups = structure.group(tuple(bool(v) for v in inside))
+        if coefficient == 0.0 or eligible.size == 0:
+            continue
+        for row in range(flat.shape[0]):
+            sums = np.bincount(group, weights=flat[row, eligible], minlength=groups)
+            out[row, eligible] += coefficient * sums[group]
+    # The diagonal of T': the product of the strengths of the dimensions a cell leaves unstated.
+    diagonal = np.prod(np.where(structure.codes >= 0, 1.0, strength[None, :]), axis=1)
+    out -= diagonal[None, :] * flat
+    return out.reshape(x.shape)
 
 
 def estimate_transfer(
@@ -257,30 +367,56 @@ class _Score:
         trials: FloatArray,
         successes: FloatArray,
     ) -> None:
-        evaluations, size = counts.shape
+        size = counts.shape[1]
+        failures = trials - successes
+        # Only a cell with failures, evaluated more than once, has a say: the others' terms
+        # are 0 whatever the strengths.
+        seen = trials > 0
+        self._receivers = np.flatnonzero((failures.sum(axis=0) > 0) & (seen.sum(axis=0) > 1))
+        at = self._receivers
         self._counts = counts
-        self._trials = trials
-        self._failures = (trials - successes).reshape(-1)
-        self._hit = self._failures > 0
-        self._differ = structure.differ().reshape(size * size, -1).astype(np.float64)
+        self._failures = failures[:, at]
+        self._total_failures = self._failures.sum(axis=0)
+        with np.errstate(divide="ignore"):
+            self._log_trials = np.where(
+                seen[:, at], np.log(np.where(seen[:, at], trials[:, at], 1)), -np.inf
+            )
+        self._constant = float(
+            np.sum(self._failures * np.where(seen[:, at], self._log_trials, 0.0))
+        )
+        self._structure = structure
+        # The matrix for the few cells of a simulated campaign (fastest there); group sums
+        # for a gap report's thousands, whose matrix would not fit.
+        self._differ = (
+            structure.differ().reshape(size * size, -1).astype(np.float64)
+            if size <= _DENSE_CELLS
+            else None
+        )
         self._size = size
-        self._cells = np.tile(np.arange(size), evaluations)
         self.b = float(B_GRID[0])
 
     def __call__(self, strength: FloatArray) -> float:
-        log_n = np.log1p(
-            self._counts + self._counts @ _matrix(self._differ, strength, self._size).T
-        ).reshape(-1)
-        trials = self._trials.reshape(-1)
-        best = -np.inf
-        for b in B_GRID:
-            weight = trials * np.exp(-b * log_n)
-            total = np.bincount(self._cells, weights=weight, minlength=self._size)[self._cells]
-            hit = self._hit
-            score = float(np.dot(self._failures[hit], np.log(weight[hit]) - np.log(total[hit])))
-            if score > best:
-                best, self.b = score, float(b)
-        return best
+        at = self._receivers
+        if at.size == 0:
+            return 0.0
+        if self._differ is None:
+            transferred = _spread(self._structure, strength, self._counts)[:, at]
+        else:
+            transferred = self._counts @ _matrix(self._differ, strength, self._size)[at].T
+        log_n = np.log1p(self._counts[:, at] + transferred)
+        # For every b at once: sum of failures * log(w / sum over evaluations of w), with
+        # w = trials * (n_eff + 1) ** -b, in logs.
+        log_w = self._log_trials[None, :, :] - B_GRID[:, None, None] * log_n[None, :, :]
+        top = log_w.max(axis=1)  # b x cells
+        normaliser = top + np.log(np.exp(log_w - top[:, None, :]).sum(axis=1))
+        scores = (
+            self._constant
+            - B_GRID * float(np.sum(self._failures * log_n))
+            - normaliser @ self._total_failures
+        )
+        best = int(np.argmax(scores))
+        self.b = float(B_GRID[best])
+        return float(scores[best])
 
     def along(self, strength: FloatArray, dimension: int) -> FloatArray:
         """The score at every grid strength of one dimension, the others as given."""

@@ -88,7 +88,7 @@ def allocate(
     state = _initial_state(
         cells, sites, budget, locked, feasible, labels, stageable_values, min_batch
     )
-    amp = np.array([c.weight * max(c.failure_rate - f_inf, 0.0) for c in cells])
+    amp = np.array([c.level(f_inf) for c in cells])
     n0 = np.array([float(c.n0) for c in cells])
     base = np.array(state.total, dtype=np.float64)
 

@@ -10,7 +10,9 @@ class CellSpec:
     """A condition cell: its value ids and the numbers the gap engine gives for it.
 
     ``weight`` is ``cycles_per_day * p(c)``; ``n0`` the current (transfer-weighted)
-    training count; ``failure_rate`` the cell's current failure rate ``r_c``.
+    training count; ``failure_rate`` the cell's current failure rate ``r_c``; ``spill`` the
+    level of what an episode here is worth in the cells it also trains (cells sharing its
+    conditions), added to the cell's own so that its first episode is worth both (0: none).
     """
 
     key: str
@@ -18,6 +20,11 @@ class CellSpec:
     weight: float
     n0: float
     failure_rate: float
+    spill: float = 0.0
+
+    def level(self, f_inf: float) -> float:
+        """The cell's gain level ``amp``: interventions a day above the floor, plus its spill."""
+        return self.weight * max(self.failure_rate - f_inf, 0.0) + self.spill
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ class PlanCell:
     priority: float = 0.0
     rationale: str = ""
     episodes: int | None = None
+    spill: float = 0.0  # gain level of what an episode here is worth in the cells it also trains
 
 
 @dataclass
@@ -389,18 +390,22 @@ def _allocate(inputs: PlanInputs, fixed: FixedItems) -> AllocationResult:
         raise PlanInfeasible(in_words(str(exc), inputs)) from exc
 
 
+def _spec(index: int, cell: PlanCell, *, fixed: bool = False) -> CellSpec:
+    """The allocator's view of a cell (one whose count is fixed upstream is worth nothing
+    more to it: there is nothing to decide)."""
+    return CellSpec(
+        key=str(index),
+        value_ids=tuple(sorted(cell.value_ids)),
+        weight=0.0 if fixed else cell.weight,
+        n0=cell.n0,
+        failure_rate=cell.failure_rate,
+        spill=0.0 if fixed else cell.spill,
+    )
+
+
 def _allocate_cells(inputs: PlanInputs, fixed: FixedItems) -> AllocationResult:
     return allocate(
-        cells=[
-            CellSpec(
-                key=str(i),
-                value_ids=tuple(sorted(c.value_ids)),
-                weight=0.0 if i in fixed.demand else c.weight,
-                n0=c.n0,
-                failure_rate=c.failure_rate,
-            )
-            for i, c in enumerate(inputs.cells)
-        ],
+        cells=[_spec(i, c, fixed=i in fixed.demand) for i, c in enumerate(inputs.cells)],
         sites=inputs.specs,
         budget=inputs.budget,
         f_inf=inputs.f_inf,
@@ -560,7 +565,7 @@ def _cell_gains(inputs: PlanInputs, draft: Draft) -> np.ndarray:
     cells = inputs.cells
     if not cells:
         return np.zeros(0)
-    amp = np.array([c.weight * max(c.failure_rate - inputs.f_inf, 0.0) for c in cells])
+    amp = np.array([_spec(i, c).level(inputs.f_inf) for i, c in enumerate(cells)])
     n0 = np.array([c.n0 for c in cells], dtype=np.float64)
     totals = np.array([draft.totals.get(i, 0) for i in range(len(cells))], dtype=np.float64)
     return np.asarray(gain(amp, n0, inputs.b, totals), dtype=np.float64)

@@ -563,3 +563,57 @@ def test_domain_classifier_subsamples_large_inputs_deterministically():
 def test_domain_classifier_rejects_mismatched_feature_names():
     with pytest.raises(ValueError, match="must agree"):
         domain_classifier_auc(np.zeros((10, 2)), np.zeros((10, 2)), ["only one"])
+
+
+def _transfer(conditions, strength):
+    from analytics.steering.transfer import CellStructure, TransferModel
+
+    s = np.asarray(strength, dtype=float)
+    return TransferModel(
+        structure=CellStructure.of(conditions), strength=s, low=s, high=s, evaluations=3
+    )
+
+
+def test_with_transfer_cells_are_read_at_effective_training_and_valued_where_they_help():
+    conditions = [
+        {"lighting": "dim", "clutter": "tidy"},
+        {"lighting": "dim", "clutter": "dense"},
+        {"lighting": "bright", "clutter": "dense"},
+    ]
+    transfer = _transfer(conditions, [0.0, 0.5])  # clutter transfers half, lighting nothing
+    p, n = [0.0, 0.7, 0.3], [400.0, 10.0, 50.0]
+
+    plain = compute_gap(_inputs(p, n))
+    result = compute_gap(_inputs(p, n, transfer=transfer))
+
+    cells = result.cells
+    assert list(cells.effective_count) == [405.0, 210.0, 50.0]
+    assert list(cells.train_count) == n  # coverage stays about the cell's own data
+    # More effective training, a lower rate; a cell nothing transfers to is as it was.
+    assert cells.failure_rate[1] < plain.cells.failure_rate[1]
+    assert cells.failure_rate[2] == plain.cells.failure_rate[2]
+    own = result.avoided(1.0)
+    assert list(cells.priority_elsewhere) == pytest.approx([0.5 * own[1], 0.5 * own[0], 0.0])
+    assert list(cells.priority) == pytest.approx(list(own + cells.priority_elsewhere))
+    # A cell without production of its own is worth capturing for the one it helps, and says so.
+    assert cells.priority[0] > 0 == plain.cells.priority[0]
+    assert "An episode here also trains cells that share its conditions: 100% of its value" in (
+        explain_cell(result, 0)
+    )
+    assert "also trains" not in explain_cell(result, 2)
+
+
+def test_transfer_that_moves_nothing_changes_no_figure():
+    conditions = [{"lighting": v} for v in ("dim", "bright", "glare")]
+    p, n = [0.5, 0.3, 0.2], [10.0, 200.0, 0.0]
+
+    plain = compute_gap(_inputs(p, n, trials=[50, 0, 20], successes=[45, 0, 20]))
+    none = compute_gap(
+        _inputs(
+            p, n, trials=[50, 0, 20], successes=[45, 0, 20], transfer=_transfer(conditions, [0.0])
+        )
+    )
+
+    for name in ("failure_rate", "priority", "interventions", "failure_low", "failure_high"):
+        assert np.array_equal(getattr(plain.cells, name), getattr(none.cells, name))
+    assert plain.summary == none.summary

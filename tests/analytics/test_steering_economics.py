@@ -1,3 +1,5 @@
+from typing import Any
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -152,3 +154,34 @@ def test_projection_rejects_mismatched_inputs():
             reliability_target=1.0,
             budget_per_round=10,
         )
+
+
+def test_with_transfer_a_rounds_episodes_also_train_the_cells_sharing_their_conditions():
+    from analytics.steering.transfer import CellStructure, TransferModel
+
+    structure = CellStructure.of([{"lighting": "dim"}, {"lighting": "bright"}])
+    transfer = TransferModel(
+        structure=structure,
+        strength=np.array([0.25]),
+        low=np.array([0.2]),
+        high=np.array([0.3]),
+        evaluations=3,
+    )
+    args: dict[str, Any] = {
+        "train_count": np.array([100.0, 0.0]),
+        "target_share": np.array([0.5, 0.5]),
+        "cycles_per_day": 5000,
+        "reliability_target": 0.999,
+        "budget_per_round": 1000,
+        "first_round": np.array([0, 1000]),
+    }
+
+    plain = project_campaign(_curve_set(CURVE, 2), **args)
+    helped = project_campaign(_curve_set(CURVE, 2), transfer=transfer, **args)
+
+    # 1,000 episodes under bright light count 250 under dim light too.
+    assert helped.campaign.interventions_per_day_after_next == pytest.approx(
+        5000 * (0.0002 + 0.5 * 0.2 / 351 + 0.5 * 0.2 / 1001)
+    )
+    assert helped.campaign.interventions_per_day_now == plain.campaign.interventions_per_day_now
+    assert helped.campaign.rounds_to_target <= plain.campaign.rounds_to_target

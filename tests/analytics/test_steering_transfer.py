@@ -351,3 +351,59 @@ def test_without_intervals_the_estimate_is_the_same_and_says_no_interval():
     assert np.all(np.isnan(quick.low))
     assert "nan" not in quick.describe() and "intervals" not in quick.describe()
     assert "90% intervals" in full.describe()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seed=st.integers(0, 10_000),
+    strength=st.lists(st.sampled_from(list(STRENGTH_GRID[:-1])), min_size=3, max_size=3),
+    unstated=st.floats(0.0, 0.5),
+)
+def test_spread_is_the_matrix_product_without_the_matrix(seed, strength, unstated):
+    rng = np.random.default_rng(seed)
+    # Some cells leave a dimension unstated: they differ from every cell there, even themselves.
+    conditions = [
+        {k: v for k, v in cell.items() if rng.random() >= unstated} for cell in _conditions()
+    ]
+    structure = CellStructure.of(conditions)
+    s = np.zeros(len(structure.dimensions))
+    s[: len(strength)] = strength[: s.size]
+    model = TransferModel(structure=structure, strength=s, low=s, high=s, evaluations=3)
+    x = rng.random((3, structure.n_cells))
+
+    assert np.allclose(model.spread(x), x @ model.matrix().T, atol=1e-12)
+    assert np.allclose(model.effective(x[0]), x[0] + model.matrix() @ x[0], atol=1e-12)
+
+
+def test_a_stored_model_reads_back_by_dimension_name_over_other_cells():
+    structure = CellStructure.of(_conditions())
+    strength = np.array([0.1, 0.4, 0.0])
+    model = TransferModel(
+        structure=structure,
+        strength=strength,
+        low=np.array([0.05, 0.3, 0.0]),
+        high=np.array([0.2, 0.5, 0.1]),
+        evaluations=4,
+    )
+    stored = json.loads(json.dumps(model.stored()))
+    # Other cells, another order of dimensions, one dimension the model never saw.
+    other = CellStructure.of(
+        [
+            {"clutter": c, "weather": w, "lighting": "dim sodium"}
+            for c in ("dense", "sparse")
+            for w in ("wet", "dry")
+        ]
+    )
+
+    back = TransferModel.from_stored(other, stored)
+
+    assert list(back.strength) == [0.4, 0.0, 0.1]  # clutter, weather (unknown: none), lighting
+    assert back.evaluations == 4 and back.describe() == model.describe().replace(
+        "lighting 10% (5%–20%), clutter 40% (30%–50%), wear 0% (0%–10%)",
+        "clutter 40% (30%–50%), weather 0% (0%–0%), lighting 10% (5%–20%)",
+    )
+    assert not TransferModel.from_stored(other, None).transfers
+    with pytest.raises(ValueError, match=r"in \[0, 1\)"):
+        TransferModel.from_stored(
+            other, {"dimensions": [{"name": "clutter", "strength": 1.2}], "evaluations": 2}
+        )

@@ -63,6 +63,8 @@ class Command(BaseCommand):
                 "failure_high",
                 "interventions_per_day",
                 "priority",
+                "priority_elsewhere",
+                "effective_count",
                 "explanation",
             ]
             cells = list(GapCell.objects.filter(report=report).order_by("rank").values(*fields))
