@@ -30,6 +30,23 @@ Fit:
    shared exponent otherwise pass for a floor, and a spurious floor above the target would
    declare the target out of reach.
 
+**Per-cell exponents** (``exponents=True``, what the steered strategy uses). A cell that
+learns faster or slower than the pool is misread by a shared exponent: its rows at earlier
+``n`` pull its multiplier the wrong way, so its rate *now* — what decides where the next
+episodes go — comes out too high or too low. With this option each cell has its own exponent
+``b_c = b + delta_c``, ``delta_c ~ Normal(0, s^2)`` on a grid of offsets
+(:data:`EXPONENT_OFFSET_GRID`), its posterior joint with ``log m_c`` (the spread ``s``
+averaged over :data:`EXPONENT_SPREADS` by marginal likelihood, like ``tau``). A cell seen at
+one ``n`` learns its rate there but little of its exponent; one seen before and after
+training arrived learns its own. The joint posterior is then read at each cell's current ``n`` as the
+posterior of the shared-exponent multiplier giving the same rate there, so every method of
+:class:`CurveSet` keeps its meaning at the current counts (rates and gains further away
+follow the shared ``b``); :attr:`CurveSet.exponent` holds each cell's posterior-mean exponent.
+With ``conditions`` (each cell's value per condition dimension) the prior mean of ``log m_c``
+is no longer 0 but a sum of one effect per condition value (dim light is hard wherever it
+occurs), fitted by weighted ridge regression on the cells' posterior means in each
+refinement; ``tau`` is then the spread around that.
+
 The grid posterior gives everything steering needs without refitting: the posterior-mean
 amplitude (what a cell is expected to gain), upper quantiles (optimistic value for thin
 evidence) and posterior draws (Thompson sampling). :class:`CurveSet` is the result; the gap
@@ -58,6 +75,15 @@ LOG_MULTIPLIER_GRID: FloatArray = np.linspace(-8.0, 5.0, 131)
 
 TAU_GRID: tuple[float, ...] = (0.15, 0.25, 0.4, 0.6, 0.8, 1.0, 1.3, 1.7, 2.2)
 """Candidate spreads of ``log m`` between cells (averaged by marginal likelihood)."""
+
+EXPONENT_OFFSET_GRID: FloatArray = np.linspace(-0.4, 0.4, 17)
+"""Grid of a cell's exponent offset ``b_c - b`` in steps of 0.05 (per-cell exponents only)."""
+
+EXPONENT_SPREADS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
+"""Candidate spreads of ``b_c - b`` between cells (averaged by marginal likelihood)."""
+
+CONDITION_RIDGE = 1.0
+"""Ridge penalty on each condition value's effect on ``log m`` (in units of cell weight)."""
 
 FLOOR_EVIDENCE = 3.84
 """Likelihood-ratio statistic a floor ``f_inf > 0`` must reach (chi-square, 1 df, 5%)."""
@@ -179,6 +205,9 @@ class CurveSet:
     ``posterior[c]`` is the grid posterior of ``log m_c`` over ``grid`` (rows sum to 1);
     ``amplitude`` is the posterior-mean amplitude ``a * E[m_c]`` and ``tau`` the
     (posterior-mean) spread of ``log m`` across cells. ``trials`` / ``failures`` are the evidence per cell.
+    ``exponent`` is each cell's posterior-mean exponent when fitted with per-cell exponents
+    (``posterior`` is then the shared-exponent reading at the current counts; ``None``: every
+    cell has the shared ``b``).
     """
 
     fit: CurveFit
@@ -188,6 +217,7 @@ class CurveSet:
     amplitude: FloatArray
     trials: FloatArray
     failures: FloatArray
+    exponent: FloatArray | None = None
 
     @property
     def pooled(self) -> LearningCurve:
@@ -281,6 +311,7 @@ class CurveSet:
             amplitude=self.amplitude[at],
             trials=self.trials[at],
             failures=self.failures[at],
+            exponent=None if self.exponent is None else self.exponent[at],
         )
 
     def multiplier_interval(self, level: float = 0.9) -> tuple[FloatArray, FloatArray]:
@@ -388,6 +419,147 @@ def _cell_posteriors(
     return posterior, float(np.dot(weights, spreads))
 
 
+def _cell_posteriors_with_exponents(
+    curve: LearningCurve,
+    rows: EvaluationRows,
+    n_now: FloatArray,
+    grid: FloatArray,
+    tau: float | None,
+    prior_mean: FloatArray | None = None,
+) -> tuple[FloatArray, float, FloatArray, FloatArray]:
+    """Per-cell exponents: each cell's joint grid posterior of ``(b_c - b, log m_c)``, read
+    at the cell's current ``n`` as the shared-exponent multiplier with the same rate there.
+
+    The cell's rate is ``f_inf + a * m_c * (n + 1) ** -b_c``: ``m_c`` scales the amplitude
+    (the rate with no training) as in the shared model. Prior: ``log m_c ~ Normal(mu_c,
+    tau^2)`` (``mu_c`` is ``prior_mean``, 0 by default) and, independently, ``b_c - b ~
+    Normal(0, s^2)`` on :data:`EXPONENT_OFFSET_GRID` (offsets that leave :data:`B_BOUNDS`
+    excluded), truncated so the rate now is a probability under every exponent. Both spreads
+    are averaged over their candidates (:data:`TAU_GRID` or ``tau``,
+    :data:`EXPONENT_SPREADS`) by the marginal likelihood of all cells' rows, as in
+    :func:`_cell_posteriors`. A cell evaluated at one ``n`` learns its rate there but little
+    of its exponent; one evaluated before and after training arrived learns how fast it
+    falls.
+
+    Returns the posterior of ``log m`` under the shared ``b`` at ``n_now`` (a point of the
+    joint grid moves to ``log m_c - (b_c - b) log(n_now + 1)``, split between the two
+    nearest grid points), the posterior-mean ``tau``, each cell's marginal posterior of
+    ``log m_c`` (cells x grid) and its posterior-mean ``b_c - b``.
+    """
+    spreads = (tau,) if tau is not None else TAU_GRID
+    for spread in spreads:
+        if not spread > 0:
+            raise ValueError(f"tau must be > 0, got {spread}")
+    offsets = EXPONENT_OFFSET_GRID
+    exponents = curve.b + offsets
+    valid = (exponents >= B_BOUNDS[0]) & (exponents <= B_BOUNDS[1])
+    size = rows.n_cells
+    centre = np.zeros(size) if prior_mean is None else prior_mean
+    shifted = grid[None, :] - centre[:, None]
+    log_pm = np.array([-0.5 * (shifted / spread) ** 2 for spread in spreads])  # t x cells x grid
+    log_pm = log_pm.transpose(1, 0, 2)  # cells x spreads x grid
+    log_pb = np.array([-0.5 * (offsets / s) ** 2 for s in EXPONENT_SPREADS])  # s x offsets
+    log_pb[:, ~valid] = -np.inf
+
+    # log_post[c, j, i]: the cell's log-likelihood at (offset j, grid point i) plus the log of
+    # the share of that point allowed by the truncation; a cell without rows has only the
+    # latter, so its posterior is its truncated prior.
+    log_allowed = np.empty((size, offsets.size, grid.size))
+    curves = [
+        LearningCurve(f_inf=curve.f_inf, a=curve.a, b=float(b) if ok else curve.b)
+        for b, ok in zip(exponents, valid, strict=True)
+    ]
+    with np.errstate(divide="ignore"):
+        for j, curve_j in enumerate(curves):
+            last, top_share = _ceiling(curve_j, n_now, grid)
+            log_allowed[:, j, :] = np.log(_share_rows(last, top_share, grid.size))
+    log_post = log_allowed.copy()
+    seen = rows.trials > 0
+    cells = np.unique(rows.cell[seen])
+    if cells.size:
+        evaluated = EvaluationRows(
+            cell=np.searchsorted(cells, rows.cell[seen]),
+            train_count=rows.train_count[seen],
+            trials=rows.trials[seen],
+            successes=rows.successes[seen],
+            n_cells=int(cells.size),
+        )
+        order = np.argsort(evaluated.cell, kind="stable")
+        cells_sorted = evaluated.cell[order]
+        starts = np.flatnonzero(np.r_[True, cells_sorted[1:] != cells_sorted[:-1]])
+        at = cells[cells_sorted[starts]]
+        for j, curve_j in enumerate(curves):
+            per_row = _row_log_likelihood(curve_j, evaluated, grid)
+            log_post[at, j, :] += np.add.reduceat(per_row[order], starts, axis=0)
+
+    # Per cell and pair of spreads (s, t): the truncated prior's normaliser Z and the
+    # evidence M. The likelihood is exponentiated once, shifted by each cell's maximum (the
+    # shift is the same for every pair, so it cancels from their weights), and each sum over
+    # the grid is two matrix products. A narrow spread can underflow to M = 0 where a cell's
+    # likelihood lies far out: that pair then has no weight.
+    prior_m, prior_b = np.exp(log_pm), np.exp(log_pb)
+    allowed = np.exp(log_allowed)
+    likelihood = np.exp(log_post - log_post.max(axis=(1, 2), keepdims=True))
+
+    def total(weights: FloatArray) -> FloatArray:
+        by_t = np.einsum("cji,cti->cjt", weights, prior_m)
+        return np.asarray(np.einsum("cjt,sj->cst", by_t, prior_b))
+
+    norm, mass = total(allowed), total(likelihood)
+    # The spreads' weights: the marginal likelihood of every cell's rows (a cell without
+    # rows has M proportional to Z and adds nothing), under a uniform prior over the
+    # candidates.
+    with np.errstate(divide="ignore"):
+        log_w = (np.log(mass) - np.log(norm)).sum(axis=0)
+    weights = np.exp(log_w - log_w.max())
+    weights /= weights.sum()
+    # Each cell's posterior: sum over (s, t) of w_st * L * prior_st / M_cst.
+    coefficient = np.divide(
+        weights[None, :, :], mass, out=np.zeros_like(mass), where=weights[None, :, :] > 0
+    )
+    by_s = np.einsum("cst,sj->cjt", coefficient, prior_b)
+    mix = np.einsum("cjt,cti->cji", by_s, prior_m)  # cells x offsets x grid
+    joint = likelihood * mix
+    joint /= joint.sum(axis=(1, 2), keepdims=True)
+
+    # Read at n_now under the shared b: the multiplier with the same rate there.
+    step = float(grid[1] - grid[0])
+    moved = grid[None, None, :] - offsets[None, :, None] * np.log1p(n_now)[:, None, None]
+    position = np.clip((moved - grid[0]) / step, 0.0, grid.size - 1.0)
+    low = np.minimum(np.floor(position).astype(np.int64), grid.size - 2)
+    upper = position - low
+    base = (np.arange(size) * grid.size)[:, None, None]
+    cells_by_grid = size * grid.size
+    posterior = _sum_by((base + low).ravel(), (joint * (1.0 - upper)).ravel(), cells_by_grid)
+    posterior += _sum_by((base + low + 1).ravel(), (joint * upper).ravel(), cells_by_grid)
+    return (
+        posterior.reshape(size, grid.size),
+        float(np.dot(weights.sum(axis=0), spreads)),
+        joint.sum(axis=1),
+        (joint.sum(axis=2) * offsets).sum(axis=1),
+    )
+
+
+def _condition_means(
+    codes: IntArray, log_m: FloatArray, variance: FloatArray, tau: float
+) -> FloatArray:
+    """Each cell's prior mean of ``log m``: a sum of one effect per condition value, fitted
+    by weighted ridge regression on the cells' posterior means (weight ``1 / (variance +
+    tau^2)``, :data:`CONDITION_RIDGE` on every effect; code ``-1`` is a value not named)."""
+    columns = [
+        codes[:, d] == value
+        for d in range(codes.shape[1])
+        for value in np.unique(codes[:, d][codes[:, d] >= 0])
+    ]
+    if not columns:
+        return np.zeros(log_m.size)
+    design = np.array(columns, dtype=np.float64).T
+    weight = 1.0 / (variance + tau * tau)
+    gram = design.T @ (design * weight[:, None]) + CONDITION_RIDGE * np.eye(design.shape[1])
+    effects = np.linalg.solve(gram, design.T @ (weight * log_m))
+    return np.asarray(design @ effects, dtype=np.float64)
+
+
 def _ceiling(
     curve: LearningCurve, n_now: FloatArray, grid: FloatArray
 ) -> tuple[IntArray, FloatArray]:
@@ -464,6 +636,8 @@ def fit_curve_set(
     tau: float | None = None,
     refine: int = 2,
     floor_evidence: float | None = FLOOR_EVIDENCE,
+    exponents: bool = False,
+    conditions: npt.ArrayLike | None = None,
 ) -> CurveSet:
     """Fit the pooled curve and every cell's amplitude multiplier from evaluation rows.
 
@@ -473,8 +647,11 @@ def fit_curve_set(
     it, e.g. a refit over the whole history or the curve a stored gap report used); otherwise
     ``prior`` and ``min_cells`` go to :func:`analytics.curves.fit_learning_curve`; ``tau``
     fixes the random-effect spread instead of averaging over :data:`TAU_GRID`; ``refine``
-    and ``floor_evidence`` control step 3 of the module docstring. Raises
-    ValueError on malformed input.
+    and ``floor_evidence`` control step 3 of the module docstring. ``exponents`` fits an
+    exponent per cell and ``conditions`` (cells x dimensions value codes, -1 for a value not
+    stated; only with ``exponents``) centres each cell's multiplier prior on its conditions'
+    effects, learnt in step 3 (see the module docstring). Raises ValueError on malformed
+    input.
     """
     given = curve is not None
     if isinstance(curve, CurveFit):
@@ -505,11 +682,35 @@ def fit_curve_set(
         if not np.all(np.isfinite(n_now)) or np.any(n_now < 0):
             raise ValueError("current_train_count must be finite and >= 0")
 
-    posterior, best_tau = _cell_posteriors(curve, rows, n_now, grid, tau)
+    codes = None if conditions is None else np.asarray(conditions, dtype=np.int64)
+    if codes is not None and (not exponents or codes.ndim != 2 or codes.shape[0] != size):
+        raise ValueError(
+            "conditions need exponents=True and one row of value codes per cell, "
+            f"got shape {codes.shape} for {size} cells"
+        )
+    prior_mean: FloatArray | None = None
+
+    def posteriors(curve: LearningCurve) -> tuple[FloatArray, float, FloatArray, FloatArray]:
+        nonlocal prior_mean
+        if not exponents:
+            posterior, spread = _cell_posteriors(curve, rows, n_now, grid, tau)
+            return posterior, spread, (posterior * grid).sum(axis=1), np.zeros(size)
+        posterior, spread, marginal, offset = _cell_posteriors_with_exponents(
+            curve, rows, n_now, grid, tau, prior_mean
+        )
+        log_m = (marginal * grid).sum(axis=1)
+        if codes is not None:
+            variance = np.maximum((marginal * grid * grid).sum(axis=1) - log_m * log_m, 0.0)
+            prior_mean = _condition_means(codes, log_m, variance, spread)
+        return posterior, spread, log_m, offset
+
+    posterior, best_tau, log_m, offset = posteriors(curve)
     for _ in range(refine if fit.source == "fitted" and not given else 0):
-        # Refit the shared (f_inf, a, b) with each cell's multiplier held at its posterior
-        # (geometric) mean, so differences between cells are not mistaken for learning.
-        offsets = np.exp((posterior * grid).sum(axis=1))[rows.cell]
+        # Refit the shared (f_inf, a, b) with each cell's multiplier (and exponent offset)
+        # held at its posterior mean, so differences between cells are not mistaken for
+        # learning.
+        cell = rows.cell
+        offsets = np.exp(log_m[cell] - offset[cell] * np.log1p(rows.train_count))
         with_floor = _refit_with_offsets(curve, rows, offsets)
         if with_floor is None:
             break
@@ -521,7 +722,7 @@ def fit_curve_set(
             without = _refit_with_offsets(curve, rows, offsets, floor=False)
             if without is not None and 2.0 * (with_floor[1] - without[1]) < floor_evidence:
                 curve = without[0]
-        posterior, best_tau = _cell_posteriors(curve, rows, n_now, grid, tau)
+        posterior, best_tau, log_m, offset = posteriors(curve)
     if curve is not fit.curve:
         fit = CurveFit(
             curve=curve,
@@ -541,4 +742,5 @@ def fit_curve_set(
         amplitude=amplitude,
         trials=rows.trials_per_cell(),
         failures=rows.failures_per_cell(),
+        exponent=curve.b + offset if exponents else None,
     )

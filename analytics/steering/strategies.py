@@ -8,8 +8,11 @@ from the simulator, and a test keeps it that way).
 * **steered** — learn how much an episode in one cell helps another from the evaluation
   history (:mod:`analytics.steering.transfer`; none until a second evaluation shows it),
   refit the learning curves on that history at effective counts
-  (:func:`analytics.learning.fit_curve_set`) and spend the budget, in cost units, with the
-  recommender (:func:`analytics.steering.recommend.recommend`).
+  (:func:`analytics.learning.fit_curve_set` with an exponent per cell and a prior on each
+  cell's amplitude from its conditions: what decides a round is every cell's failure rate
+  now, and a shared exponent misreads it wherever a cell learns faster or slower than the
+  pool) and spend the budget, in cost units, with the recommender
+  (:func:`analytics.steering.recommend.recommend`).
 * **uniform** — the same number of episodes in every cell with target mass.
 * **proportional** — episodes in proportion to target share.
 * **more-of-the-same** — episodes in proportion to the current training distribution
@@ -130,7 +133,14 @@ def make_steered(
         counts, now = observation.eval_train_count, observation.train_count
         if transfer is not None and transfer.transfers:
             counts, now = transfer.effective(counts), transfer.effective(now)
-        curves = fit_curve_set(evaluation_rows(observation, counts), now)
+        curves = fit_curve_set(
+            evaluation_rows(observation, counts),
+            now,
+            exponents=True,
+            conditions=CellStructure.of(observation.conditions).codes
+            if observation.conditions
+            else None,
+        )
         cells = [
             CellInput(
                 id=label,

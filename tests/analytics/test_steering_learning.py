@@ -185,3 +185,87 @@ def test_cell_posteriors_match_a_loop_by_loop_reading_even_where_a_narrow_prior_
     )
     assert curves.posterior == pytest.approx(np.array(expected), abs=1e-9)
     assert curves.posterior.sum(axis=1) == pytest.approx(np.ones(n.size), abs=1e-12)
+
+
+def _two_speed_history(seed: int):
+    """Rows of 40 cells evaluated at n, 4n and 16n: half learn with b = 0.5, half with 1.0."""
+    rng = np.random.default_rng(seed)
+    cells = 40
+    b = np.where(np.arange(cells) % 2 == 0, 0.5, 1.0)
+    amplitude = 0.4 * rng.lognormal(0.0, 0.3, cells)
+    start = np.round(np.geomspace(5, 200, cells))
+    rows = []
+    for factor in (1, 4, 16):
+        n = start * factor
+        failures = rng.binomial(2000, amplitude * (n + 1) ** -b)
+        rows.append((np.arange(cells), n, np.full(cells, 2000.0), 2000.0 - failures))
+    cell, n, t, s = (np.concatenate(parts) for parts in zip(*rows, strict=True))
+    rows_ = EvaluationRows(cell=cell, train_count=n, trials=t, successes=s, n_cells=cells)
+    n_now = start * 16
+    return rows_, n_now, amplitude * (n_now + 1) ** -b, b
+
+
+def test_per_cell_exponents_tell_fast_learners_from_slow_ones_and_read_their_rates_now():
+    rows, n_now, rate_now, b = _two_speed_history(seed=21)
+
+    shared = fit_curve_set(rows, n_now)
+    own = fit_curve_set(rows, n_now, exponents=True)
+
+    assert shared.exponent is None
+    assert own.exponent is not None
+    assert own.exponent[b == 1.0].mean() - own.exponent[b == 0.5].mean() > 0.25
+    # The rate now (what steering acts on) is read better than with one shared exponent.
+    error_shared = np.abs(np.log(shared.rate(n_now) / rate_now)).mean()
+    error_own = np.abs(np.log(own.rate(n_now) / rate_now)).mean()
+    assert error_own < 0.6 * error_shared
+    assert own.posterior.sum(axis=1) == pytest.approx(np.ones(40), abs=1e-9)
+    assert own.subset([0, 3]).exponent == pytest.approx(own.exponent[[0, 3]])
+
+
+def test_a_cell_seen_at_one_count_is_read_at_its_data_with_an_exponent_inside_the_pool():
+    rows, n_now, _, _ = _two_speed_history(seed=22)
+    once = EvaluationRows(
+        cell=np.r_[rows.cell, 40],
+        train_count=np.r_[rows.train_count, 500.0],
+        trials=np.r_[rows.trials, 2000.0],
+        successes=np.r_[rows.successes, 1990.0],
+        n_cells=41,
+    )
+
+    curves = fit_curve_set(once, np.r_[n_now, 500.0], exponents=True)
+
+    assert curves.exponent is not None
+    # One count cannot tell how fast the cell learns: its exponent stays between those of
+    # the cells that showed it.
+    assert curves.exponent[:40].min() < curves.exponent[40] < curves.exponent[:40].max()
+    assert curves.rate(np.r_[n_now, 500.0])[40] == pytest.approx(0.005, rel=0.35)
+
+
+def test_conditions_carry_what_cells_sharing_a_value_show_to_a_thinly_evaluated_cell():
+    # 2 x 6 cells: value 1 of the first dimension is 4 times as hard. The last cell (hard
+    # value) has not been evaluated; the others have 20,000 trials at three counts.
+    rng = np.random.default_rng(5)
+    codes = np.array([[d0, d1] for d0 in (0, 1) for d1 in range(6)])
+    amplitude = 0.1 * np.where(codes[:, 0] == 1, 4.0, 1.0) * rng.lognormal(0.0, 0.1, 12)
+    parts = []
+    for n in (50.0, 200.0, 800.0):
+        failures = rng.binomial(20_000, amplitude * (n + 1) ** -0.7)
+        trials = np.full(12, 20_000.0)
+        trials[11], failures[11] = 0.0, 0
+        parts.append((np.arange(12), np.full(12, n), trials, trials - failures))
+    cell, n, t, s = (np.concatenate(p) for p in zip(*parts, strict=True))
+    rows = EvaluationRows(cell=cell, train_count=n, trials=t, successes=s, n_cells=12)
+
+    plain = fit_curve_set(rows, np.full(12, 800.0), exponents=True)
+    structured = fit_curve_set(rows, np.full(12, 800.0), exponents=True, conditions=codes)
+
+    n_now = np.full(12, 800.0)
+    truth = amplitude[11] * 801.0**-0.7
+    median = structured.rate(n_now, structured.amplitude_quantile(0.5))[11]
+    assert abs(np.log(median / truth)) < 0.3
+    assert plain.rate(n_now, plain.amplitude_quantile(0.5))[11] < 0.7 * truth  # the pool's middle
+    low, high = structured.multiplier_interval(0.9)
+    plain_low, plain_high = plain.multiplier_interval(0.9)
+    assert high[11] / low[11] < 0.5 * plain_high[11] / plain_low[11]
+    with pytest.raises(ValueError, match="exponents=True"):
+        fit_curve_set(rows, np.full(12, 800.0), conditions=codes)

@@ -213,6 +213,29 @@ def test_steered_avoids_more_interventions_than_uniform_early_on():
     assert all(sum(a) <= 5000 for a in steered.allocations)
 
 
+def test_steered_learns_without_conditions_and_spends_on_the_cell_that_fails_most():
+    # Cells that name no conditions: the curves are fitted without a prior from conditions.
+    # At 500 episodes each the middle cell fails 2.3%, the others 0.9% and 0.3%.
+    truth = HiddenCurves(
+        f_inf=np.full(3, 1e-4), a=np.array([0.4, 0.95, 0.4]), b=np.array([0.6, 0.6, 0.8])
+    )
+    world = World(
+        labels=("left bin", "right bin", "shelf"),
+        target_share=np.array([0.3, 0.4, 0.3]),
+        train_count=np.array([500.0, 500.0, 500.0]),
+        truth=truth,
+        config=WorldConfig(eval_trials=2000, transfer=0.0),
+        budget=300.0,
+    )
+
+    result = run_campaign(world, get_strategy("steered"), 3)
+
+    assert world.observe().conditions == ()
+    assert all(sum(a) == 300 for a in result.allocations)
+    first = result.allocations[0]
+    assert first[1] == max(first) and first[1] >= 0.6 * 300
+
+
 def test_episodes_to_target_are_interpolated_inside_the_crossing_round():
     truth = HiddenCurves(
         f_inf=np.array([1e-4, 1e-4]), a=np.array([0.2, 0.1]), b=np.array([1.0, 1.0])
