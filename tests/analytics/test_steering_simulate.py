@@ -1,6 +1,8 @@
 import ast
 import dataclasses
+import importlib
 import inspect
+import pkgutil
 import subprocess
 import sys
 import typing
@@ -119,6 +121,7 @@ def test_strategy_code_never_names_the_hidden_truth():
     import analytics.steering.observation as observation
     import analytics.steering.recommend as recommend
     import analytics.steering.strategies as strategies
+    import analytics.steering.transfer as transfer
     import analytics.steering.waterfill as waterfill
 
     forbidden = {
@@ -130,8 +133,15 @@ def test_strategy_code_never_names_the_hidden_truth():
         "analytics.steering.simulate",
         "simulate",
     }
-    for module in (strategies, observation, recommend, learning, waterfill):
-        assert not (_identifiers(module) & forbidden), module.__name__
+    modules = [strategies, observation, recommend, transfer, waterfill, learning]
+    modules += [
+        importlib.import_module(f"{learning.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(learning.__path__)
+    ]
+    for module in modules:
+        names = _identifiers(module)
+        assert not (names & forbidden), module.__name__
+        assert not any(name.startswith("analytics.steering.simulate.") for name in names)
 
 
 @pytest.mark.parametrize("name", STRATEGY_NAMES)

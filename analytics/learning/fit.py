@@ -1,0 +1,181 @@
+"""The fit: pooled curve, per-cell posteriors and their refinement (steps 1-3 of
+:mod:`analytics.learning`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+from scipy import optimize
+
+from analytics.curves import B_BOUNDS, CurveFit, LearningCurve, fit_learning_curve, log_likelihood
+from analytics.learning.curveset import CurveSet
+from analytics.learning.posteriors import (
+    _RATE_EPS,
+    LOG_MULTIPLIER_GRID,
+    _cell_posteriors,
+    _cell_posteriors_with_exponents,
+    _condition_means,
+)
+from analytics.learning.rows import EvaluationRows, FloatArray
+
+FLOOR_EVIDENCE = 3.84
+"""Likelihood-ratio statistic a floor ``f_inf > 0`` must reach (chi-square, 1 df, 5%)."""
+
+
+def _refit_with_offsets(
+    start: LearningCurve, rows: EvaluationRows, offsets: FloatArray, *, floor: bool = True
+) -> tuple[LearningCurve, float] | None:
+    """Return the ML ``(f_inf, a, b)`` with row ``r``'s amplitude scaled by ``offsets[r]``,
+    and its log-likelihood (up to a constant); ``floor=False`` fixes ``f_inf = 0``."""
+    seen = rows.trials > 0
+    if not seen.any():
+        return None
+    n, t, s, m = rows.train_count[seen], rows.trials[seen], rows.successes[seen], offsets[seen]
+    k = t - s
+    if k.sum() == 0:
+        return None
+    log_n1 = np.log1p(n)
+    scale = 1.0 / float(t.sum())
+
+    def objective(theta: FloatArray) -> tuple[float, FloatArray]:
+        f_inf, a, b = theta
+        x = m * np.exp(-b * log_n1)
+        raw = f_inf + a * x
+        rate = np.clip(raw, _RATE_EPS, 1.0 - _RATE_EPS)
+        ll = k * np.log(rate) + s * np.log1p(-rate)
+        d_rate = np.where(raw == rate, k / rate - s / (1.0 - rate), 0.0)
+        grad = np.array([d_rate.sum(), np.dot(d_rate, x), np.dot(d_rate, -a * x * log_n1)])
+        return -float(ll.sum()) * scale, -grad * scale
+
+    bounds = [(0.0, 0.5 if floor else 0.0), (1e-9, 1.0), B_BOUNDS]
+    x0 = np.clip(
+        [start.f_inf, max(start.a, 1e-6), start.b],
+        [lo for lo, _ in bounds],
+        [hi for _, hi in bounds],
+    )
+    result = optimize.minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds)
+    if not np.isfinite(result.fun):
+        return None
+    f_inf, a, b = (float(v) for v in result.x)
+    return LearningCurve(f_inf=f_inf, a=min(a, 1.0 - f_inf), b=b), -float(result.fun) / scale
+
+
+def fit_curve_set(
+    rows: EvaluationRows,
+    current_train_count: npt.ArrayLike | None = None,
+    *,
+    prior: LearningCurve | None = None,
+    curve: LearningCurve | CurveFit | None = None,
+    min_cells: int = 3,
+    tau: float | None = None,
+    refine: int = 2,
+    floor_evidence: float | None = FLOOR_EVIDENCE,
+    exponents: bool = False,
+    conditions: npt.ArrayLike | None = None,
+) -> CurveSet:
+    """Fit the pooled curve and every cell's amplitude multiplier from evaluation rows.
+
+    ``current_train_count`` (per cell) truncates each cell's multiplier so its rate now is a
+    probability; it defaults to the largest ``n`` among the cell's rows (0 without rows).
+    ``curve`` fixes the pooled curve (steps 1 and 3 are skipped: the cells are read around
+    it, e.g. a refit over the whole history or the curve a stored gap report used); otherwise
+    ``prior`` and ``min_cells`` go to :func:`analytics.curves.fit_learning_curve`; ``tau``
+    fixes the random-effect spread instead of averaging over :data:`TAU_GRID`; ``refine``
+    and ``floor_evidence`` control step 3 of the module docstring. ``exponents`` fits an
+    exponent per cell and ``conditions`` (cells x dimensions value codes, -1 for a value not
+    stated; only with ``exponents``) centres each cell's multiplier prior on its conditions'
+    effects, learnt in step 3 (see the module docstring). Raises ValueError on malformed
+    input.
+    """
+    given = curve is not None
+    if isinstance(curve, CurveFit):
+        fit = curve
+    elif curve is not None:
+        fit = CurveFit(
+            curve=curve,
+            source="given",
+            n_cells=int(np.count_nonzero(rows.trials_per_cell())),
+            n_trials=int(rows.trials.sum()),
+            n_failures=int((rows.trials - rows.successes).sum()),
+            log_likelihood=log_likelihood(curve, rows.train_count, rows.trials, rows.successes),
+        )
+    else:
+        fit = fit_learning_curve(
+            rows.train_count, rows.trials, rows.successes, prior=prior, min_cells=min_cells
+        )
+    curve = fit.curve
+    grid = LOG_MULTIPLIER_GRID
+    size = rows.n_cells
+    if current_train_count is None:
+        n_now = np.zeros(size)
+        np.maximum.at(n_now, rows.cell, rows.train_count)
+    else:
+        n_now = np.asarray(current_train_count, dtype=np.float64)
+        if n_now.shape != (size,):
+            raise ValueError(f"current_train_count must have {size} entries, got {n_now.shape}")
+        if not np.all(np.isfinite(n_now)) or np.any(n_now < 0):
+            raise ValueError("current_train_count must be finite and >= 0")
+
+    codes = None if conditions is None else np.asarray(conditions, dtype=np.int64)
+    if codes is not None and (not exponents or codes.ndim != 2 or codes.shape[0] != size):
+        raise ValueError(
+            "conditions need exponents=True and one row of value codes per cell, "
+            f"got shape {codes.shape} for {size} cells"
+        )
+    prior_mean: FloatArray | None = None
+
+    def posteriors(curve: LearningCurve) -> tuple[FloatArray, float, FloatArray, FloatArray]:
+        nonlocal prior_mean
+        if not exponents:
+            posterior, spread = _cell_posteriors(curve, rows, n_now, grid, tau)
+            return posterior, spread, (posterior * grid).sum(axis=1), np.zeros(size)
+        posterior, spread, marginal, offset = _cell_posteriors_with_exponents(
+            curve, rows, n_now, grid, tau, prior_mean
+        )
+        log_m = (marginal * grid).sum(axis=1)
+        if codes is not None:
+            variance = np.maximum((marginal * grid * grid).sum(axis=1) - log_m * log_m, 0.0)
+            prior_mean = _condition_means(codes, log_m, variance, spread)
+        return posterior, spread, log_m, offset
+
+    posterior, best_tau, log_m, offset = posteriors(curve)
+    for _ in range(refine if fit.source == "fitted" and not given else 0):
+        # Refit the shared (f_inf, a, b) with each cell's multiplier (and exponent offset)
+        # held at its posterior mean, so differences between cells are not mistaken for
+        # learning.
+        cell = rows.cell
+        offsets = np.exp(log_m[cell] - offset[cell] * np.log1p(rows.train_count))
+        with_floor = _refit_with_offsets(curve, rows, offsets)
+        if with_floor is None:
+            break
+        curve = with_floor[0]
+        if floor_evidence is not None:
+            # Claim a floor only when the data demand it (likelihood-ratio test against
+            # f_inf = 0): slow learners otherwise pass for a floor, and a spurious floor
+            # above the target would declare it out of reach.
+            without = _refit_with_offsets(curve, rows, offsets, floor=False)
+            if without is not None and 2.0 * (with_floor[1] - without[1]) < floor_evidence:
+                curve = without[0]
+        posterior, best_tau, log_m, offset = posteriors(curve)
+    if curve is not fit.curve:
+        fit = CurveFit(
+            curve=curve,
+            source=fit.source,
+            n_cells=fit.n_cells,
+            n_trials=fit.n_trials,
+            n_failures=fit.n_failures,
+            log_likelihood=log_likelihood(curve, rows.train_count, rows.trials, rows.successes),
+            reason=fit.reason,
+        )
+    amplitude = curve.a * (posterior * np.exp(grid)).sum(axis=1)
+    return CurveSet(
+        fit=fit,
+        grid=grid,
+        posterior=posterior,
+        tau=float(best_tau),
+        amplitude=amplitude,
+        trials=rows.trials_per_cell(),
+        failures=rows.failures_per_cell(),
+        exponent=curve.b + offset if exponents else None,
+    )

@@ -1,0 +1,208 @@
+"""Refit a campaign's learning curves and the transfer between its cells from its whole
+evaluation history, and the training counts they are read at (part of
+:mod:`analytics.services.steering`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from django.db import connection
+
+from analytics.learning import EvaluationRows, fit_curve_set
+from analytics.models import (
+    CurveFitRecord,
+    EvaluationRun,
+    PolicyVersion,
+)
+from analytics.selectors import gap_report_latest
+from analytics.services.gap_inputs import UNKNOWN, DimensionSpace
+from analytics.steering.transfer import estimate_transfer
+from campaigns.models import Campaign
+
+Key = tuple[int, ...]
+
+
+def _space(campaign: Campaign) -> DimensionSpace:
+    """The campaign's cells: the dimensions of its latest gap report (all, without one)."""
+    latest = gap_report_latest(campaign=campaign)
+    slugs = latest.dimension_slugs if latest and latest.dimension_slugs else None
+    return DimensionSpace.build(organization_id=campaign.organization_id, slugs=slugs)
+
+
+def _project(space: DimensionSpace, rows: list[tuple[int, float]]) -> dict[Key, float]:
+    """Sum values per projected cell for (condition_set_id, value) rows; drops unrecorded cells."""
+    if not rows:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id, value_ids FROM sites_conditionset WHERE id = ANY(%s)",
+            [list({r[0] for r in rows})],
+        )
+        keys = {pk: space.project(v) for pk, v in cursor.fetchall()}
+    out: dict[Key, float] = {}
+    for set_id, value in rows:
+        key = keys[set_id]
+        if UNKNOWN not in key:
+            out[key] = out.get(key, 0.0) + float(value)
+    return out
+
+
+def train_counts(
+    *, campaign: Campaign, space: DimensionSpace, dataset_ids: list[int] | None = None
+) -> dict[Key, float]:
+    """Transfer-weighted training episodes per cell (in the given datasets, else all countable).
+
+    Reads the counts the database maintains per (dataset, embodiment, task, condition set),
+    which hold only countable episodes (labeling.models.CoverageCount).
+    """
+    own = list(campaign.embodiments.values_list("pk", flat=True))
+    sql = """
+        SELECT condition_set_id,
+               SUM(episodes * CASE WHEN embodiment_id = ANY(%s) THEN 1.0 ELSE %s END)
+        FROM labeling_coveragecount
+        WHERE organization_id = %s AND (task_id = %s OR task_id IS NULL)
+    """
+    params: list[Any] = [own, campaign.transfer_weight, campaign.organization_id, campaign.task_id]
+    if dataset_ids is not None:
+        sql += " AND dataset_id = ANY(%s)"
+        params.append(dataset_ids)
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " GROUP BY condition_set_id", params)
+        return _project(space, cursor.fetchall())
+
+
+def policy_datasets(policy: PolicyVersion) -> list[int]:
+    """Datasets a policy was trained on, including its rounds' capture datasets."""
+    ids = set(policy.trained_on_datasets.values_list("pk", flat=True))
+    ids |= set(policy.trained_on_rounds.exclude(dataset=None).values_list("dataset_id", flat=True))
+    return sorted(ids)
+
+
+def _outcomes(
+    policy: PolicyVersion, space: DimensionSpace, deployment_ids: list[int], by_site: bool = False
+) -> dict[Any, list[float]]:
+    """Trials and successes of a policy's evaluations at the campaign's deployments (and bench)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT r.condition_set_id, COALESCE(e.site_id, 0), SUM(r.trials), SUM(r.successes)
+            FROM analytics_evaluationresult r JOIN analytics_evaluationrun e ON e.id = r.run_id
+            WHERE e.policy_version_id = %s AND (e.deployment_id = ANY(%s) OR e.deployment_id IS NULL)
+            GROUP BY 1, 2
+            """,
+            [policy.pk, deployment_ids],
+        )
+        rows = cursor.fetchall()
+        cursor.execute(
+            "SELECT id, value_ids FROM sites_conditionset WHERE id = ANY(%s)",
+            [list({r[0] for r in rows})],
+        )
+        keys = {pk: space.project(v) for pk, v in cursor.fetchall()}
+    out: dict[Any, list[float]] = {}
+    for set_id, site_id, trials, successes in rows:
+        key = keys[set_id]
+        if UNKNOWN in key:
+            continue
+        k = (key, site_id) if by_site else key
+        acc = out.setdefault(k, [0.0, 0.0])
+        acc[0] += float(trials)
+        acc[1] += float(successes)
+    return out
+
+
+REFIT_INTERVAL_CELLS = 2000
+"""Up to this many cells the refit gives each transfer strength its interval (each interval
+costs about forty estimates; beyond it the strengths are given without)."""
+
+
+def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
+    """Refit the campaign's learning curves from its whole evaluation history and store them."""
+    space = _space(campaign)
+    deployment_ids = list(campaign.deployments.values_list("pk", flat=True))
+    policies = list(
+        PolicyVersion.objects.filter(
+            organization_id=campaign.organization_id, embodiment__in=campaign.embodiments.all()
+        ).prefetch_related("trained_on_datasets", "trained_on_rounds")
+    )
+    current = train_counts(campaign=campaign, space=space)
+    keys: list[Key] = sorted(current)
+    index = {k: i for i, k in enumerate(keys)}
+    # One evaluation per evaluated policy, oldest first: the training counts of every cell
+    # in the data it was trained on, and its outcomes where it was evaluated.
+    evaluated: list[tuple[dict[Key, float], dict[Key, list[float]]]] = []
+    for policy in policies:
+        outcomes = _outcomes(policy, space, deployment_ids)
+        if not outcomes:
+            continue
+        trained = train_counts(campaign=campaign, space=space, dataset_ids=policy_datasets(policy))
+        for key in [*outcomes, *trained]:
+            if key not in index:
+                index[key] = len(keys)
+                keys.append(key)
+        evaluated.append((trained, outcomes))
+    size = max(1, len(keys))
+    counts = np.zeros((len(evaluated), size))
+    trials = np.zeros((len(evaluated), size))
+    successes = np.zeros((len(evaluated), size))
+    for e, (trained, outcomes) in enumerate(evaluated):
+        for key, n in trained.items():
+            counts[e, index[key]] = n
+        for key, (t, s) in outcomes.items():
+            trials[e, index[key]], successes[e, index[key]] = t, s
+    n_now = np.array([current.get(k, 0.0) for k in keys] or [0.0])
+    # How much an episode in one cell trains the cells sharing its conditions, learnt from
+    # the same history (none until two evaluations show it); the curves are read at the
+    # effective training it gives, here and wherever this refit is used.
+    transfer = (
+        estimate_transfer(
+            space.structure(keys),
+            counts,
+            trials,
+            successes,
+            intervals=len(keys) <= REFIT_INTERVAL_CELLS,
+        )
+        if keys
+        else None
+    )
+    if transfer is not None and transfer.transfers:
+        counts, n_now = transfer.effective(counts), transfer.effective(n_now)
+    rows = EvaluationRows.of_evaluations(counts, trials, successes)
+    curves = fit_curve_set(rows, n_now)
+    pooled = curves.pooled
+    return CurveFitRecord.objects.create(
+        campaign=campaign,
+        dimension_slugs=[d.slug for d in space.dimensions],
+        f_inf=pooled.f_inf,
+        a=pooled.a,
+        b=pooled.b,
+        tau=curves.tau,
+        source=curves.fit.source,
+        cells={
+            ",".join(map(str, space.value_ids(k))): float(curves.amplitude[i])
+            for i, k in enumerate(keys)
+            if i < len(curves.amplitude)
+        },
+        evidence={
+            "policies": len(policies),
+            "rows": int(rows.cell.size),
+            "trials": float(rows.trials.sum()),
+            "failures": float((rows.trials - rows.successes).sum()),
+            "reason": curves.fit.reason,
+        },
+        transfer=transfer.stored() if transfer is not None else {},
+    )
+
+
+def curves_refit_for_run(*, run_id: int) -> list[CurveFitRecord]:
+    """Refit every campaign an evaluation run bears on (its deployment's, or its embodiment's)."""
+    run = EvaluationRun.objects.select_related("policy_version").filter(pk=run_id).first()
+    if run is None:
+        return []
+    campaigns = Campaign.objects.filter(
+        organization_id=run.organization_id, embodiments=run.policy_version.embodiment_id
+    )
+    if run.deployment_id:
+        campaigns = campaigns.filter(deployments=run.deployment_id)
+    return [curves_refit(campaign=c) for c in campaigns.distinct()]
