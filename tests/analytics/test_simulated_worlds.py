@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from analytics.steering.observation import Observation
 from analytics.steering.simulate import (
     DIMENSIONS,
+    INFORMED,
     ORACLE,
     WORLDS,
     HiddenCurves,
@@ -18,6 +19,7 @@ from analytics.steering.simulate import (
     WorldConfig,
     _truth_of,
     excess_failures,
+    informed_curves,
     make_oracle,
     make_world,
     oracle_allocation,
@@ -461,6 +463,71 @@ def test_the_oracle_is_played_by_name_but_is_no_strategy_a_programme_could_run()
         get_strategy(ORACLE)
     assert result.strategy == ORACLE and result.seed == 3 and result.rounds == 2
     assert result.interventions_per_day[2] < result.interventions_per_day[0]
+
+
+# --- the informed reference ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("family", "seed"), [("all", 31), ("drift", 32)])
+def test_the_informed_reference_spends_whole_episodes_within_budget(family, seed):
+    result = simulate(INFORMED, seed=seed, rounds=5, config=WORLDS[family])
+    world = make_world(seed, config=WORLDS[family])
+
+    assert INFORMED not in STRATEGY_NAMES
+    for k in result.allocations:
+        spend = float(np.dot(world.cost_per_episode, k))
+        assert min(k) >= 0 and spend <= world.budget + 1e-6
+        assert spend > world.budget - world.cost_per_episode.max()  # it spends what fits
+    assert result.interventions_per_day[-1] < result.interventions_per_day[0]
+
+
+def _share_weighted_log_error(world, curves) -> float:
+    truth = _truth_of(world)
+    true_excess = truth.rate(world.train_count) - truth.f_inf
+    read = curves.rate(world.train_count) - truth.f_inf
+    error = np.log(np.maximum(read, 1e-12) / true_excess)
+    return float(np.sqrt(np.average(error**2, weights=world.target_share * true_excess)))
+
+
+def test_the_informed_reference_reads_each_cell_s_rate_from_the_evaluations_not_its_prior():
+    # Its posterior of each cell's amplitude and exponent, given every evaluation, reads the
+    # cells' current excess rates far better than its prior alone; once rates have fallen
+    # to where few evaluation trials fail, and the exponents matter, less so (what any
+    # learner faces in this world).
+    world = make_world(42, config=WORLDS["independent"])
+    blind = dataclasses.replace(world.observe(), **_no_evaluations(world))
+    first = _share_weighted_log_error(world, informed_curves(world, world.observe()))
+    first_blind = _share_weighted_log_error(world, informed_curves(world, blind))
+    for _ in range(3):
+        world.train(make_oracle(world)(world.observe()))
+        world.evaluate()
+    blind = dataclasses.replace(world.observe(), **_no_evaluations(world))
+    later = _share_weighted_log_error(world, informed_curves(world, world.observe()))
+    later_blind = _share_weighted_log_error(world, informed_curves(world, blind))
+
+    assert first < 0.5 * first_blind
+    assert later < 0.8 * later_blind
+
+
+def _no_evaluations(world) -> dict[str, np.ndarray]:
+    size = len(world.labels)
+    return {
+        "eval_train_count": np.zeros((0, size)),
+        "eval_trials": np.zeros((0, size)),
+        "eval_successes": np.zeros((0, size)),
+    }
+
+
+@pytest.mark.parametrize("seed", [23, 24])
+def test_the_oracle_leaves_no_more_excess_failures_than_the_informed_reference(seed):
+    # In independent cells at equal cost the oracle's greedy is the optimum of every round,
+    # so nothing that has to learn the curves can beat it.
+    excess = {
+        name: excess_failures(simulate(name, seed=seed, rounds=3, config=WORLDS["independent"]))
+        for name in (ORACLE, INFORMED, "proportional")
+    }
+
+    assert excess[ORACLE] <= excess[INFORMED] < excess["proportional"], excess
 
 
 # --- excess failures ---------------------------------------------------------------------

@@ -212,15 +212,20 @@ def test_recommend_learns_transfer_from_the_history_in_the_file(tmp_path):
     assert "history round 1, cell 'zz': not one of the cells" in bad.stderr
 
 
-def test_simulate_campaign_plays_a_world_family_against_the_oracle():
+@pytest.mark.parametrize(("strategy", "world"), [("oracle", "all"), ("informed", "noise")])
+def test_simulate_campaign_plays_a_world_family_with_a_reference_that_reads_the_truth(
+    strategy, world
+):
+    # The oracle knows the hidden truth; the informed reference all of it but each cell's
+    # own amplitude and exponent.
     stdout = StringIO()
 
     call_command(
         "simulate_campaign",
         "--strategy",
-        "oracle",
+        strategy,
         "--world",
-        "all",
+        world,
         "--rounds",
         "2",
         "--seed",
@@ -230,6 +235,6 @@ def test_simulate_campaign_plays_a_world_family_against_the_oracle():
     )
 
     result = json.loads(stdout.getvalue())
-    assert result["strategy"] == "oracle"
+    assert result["strategy"] == strategy
     assert result["interventions_per_day"][2] < result["interventions_per_day"][0]
-    assert result["episodes"][2] <= 10_000  # costs differ: the budget caps what it buys
+    assert result["episodes"][2] <= 10_000  # the budget caps what it buys

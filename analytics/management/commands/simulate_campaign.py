@@ -1,4 +1,4 @@
-"""python manage.py simulate_campaign --strategy steered|uniform|proportional|more-of-the-same|oracle|all
+"""python manage.py simulate_campaign --strategy steered|uniform|proportional|more-of-the-same|oracle|informed|all
 --rounds R --budget B --seed S [--world FAMILY] [--json]
 
 Pure: runs the synthetic campaign of :mod:`analytics.steering.simulate` and prints
@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-STRATEGIES = ("steered", "uniform", "proportional", "more-of-the-same", "oracle")
+STRATEGIES = ("steered", "uniform", "proportional", "more-of-the-same", "oracle", "informed")
 WORLD_FAMILIES = ("default", "independent", "transfer", "cost", "noise", "drift", "all")
 
 
@@ -22,7 +22,9 @@ class Command(BaseCommand):
         "Forecast a campaign in a synthetic world whose per-cell learning curves are hidden "
         "from the strategy: rounds of capture, training and evaluation with sampling noise. "
         "Prints interventions per day by round and the episodes needed to reach the target. "
-        "The oracle knows the hidden truth (the best a strategy could do). Needs no database."
+        "The oracle knows the hidden truth (the best a strategy could do); the informed "
+        "reference knows all of it but each cell's own amplitude and exponent, which it learns "
+        "under the world's true priors (the least learning must cost). Needs no database."
     )
     requires_system_checks: list[str] = []
 

@@ -1,68 +1,18 @@
-"""A synthetic campaign: a world with hidden learning curves, and rounds run by a strategy.
-
-The world (:func:`make_world`) is a deployment over four condition dimensions (lighting,
-clutter, camera pose, object wear: 108 cells). It is built to look like the situation
-DESIGN.md describes, not to flatter any strategy:
-
-* **Target shares** are products of per-dimension deployment marginals (the sites see
-  mostly non-lab conditions) with a log-normal interaction per cell, so a few cells hold
-  most production cycles and there is a long tail of rare combinations.
-* **Training data** starts lab-skewed: 20,000 episodes concentrated in cells close to the
-  lab values (bright LED, tidy, nominal mount, new parts); most far cells have none.
-* **Hidden learning curves** ``f_c(n) = f_inf_c + a_c * (n_eff + 1) ** -b_c`` differ per
-  cell: the amplitude is a product of per-value difficulties (dim light, dense clutter and
-  worn parts are hard) with log-normal noise, so a few cells are much harder than the rest
-  (a new policy fails about 30% of production cycles); the exponent varies between 0.6 and
-  1.0 and the floor around 1e-4.
-* **Transfer**: an episode in a neighbouring cell (one condition different) also counts
-  ``transfer`` (default 0.05) of an episode here, so ``n_eff`` is a little above the cell's
-  own count, as data from "dim light, tidy" helps a bit under "dim light, dense".
-
-The strategies' model (per-cell counts only, shared ``b`` and ``f_inf``) is thus only an
-approximation of the truth, as it would be in reality. With the defaults the reliability
-target (99.9%) needs tens to hundreds of thousands of episodes, depending on the seed.
-
-Harder worlds (:class:`WorldConfig` knobs whose defaults leave the world above unchanged,
-draw for draw; the named families are :data:`WORLDS`):
-
-* **Shared transfer** (``transfer_model="shared"``): an episode in cell ``d`` counts
-  ``prod tau_dim`` over the dimensions where ``d`` differs from ``c`` as training for
-  ``c`` (``tau_dim`` drawn per world in ``transfer_range``, log-normal noise per pair of
-  cells, capped at 0.9), so cells sharing three of four conditions help each other a lot.
-* **Costs** (``cost_spread``): each condition value has a cost multiplier, a cell's cost
-  per episode is their product, the median cell costs 1 and the dearest ``cost_spread``
-  times the cheapest.
-* **Noisy evaluation**: a small ``eval_trials``.
-* **Drift** (``drift_round``): from that round on a new failure mode multiplies the
-  amplitude of a few cells by ``1 + drift_amplitude``; it falls with data on the same curve.
-
-:func:`make_oracle` is a strategy that reads the hidden truth (only this module can build
-it), and :func:`excess_failures` measures a campaign against the floor, so a strategy's
-excess over the oracle's is what not knowing the truth costs.
-
-A round: the strategy gets an :class:`~analytics.steering.observation.Observation` (built
-here from observable state only), returns whole episodes per cell within budget, training
-counts grow, the new policy is evaluated with sampling noise (``eval_trials`` trials spread
-by target share, binomial failures from the hidden curves), and the next round starts.
-Reported figures — interventions per day, reliability, episodes to reach the target — are
-computed from the hidden curves, which only this module holds (in :class:`HiddenCurves`,
-kept in a private attribute of :class:`World` and never passed to a strategy).
-"""
+"""The synthetic world: condition cells, hidden learning curves and the observable record
+(part of :mod:`analytics.steering.simulate`, whose docstring describes the world)."""
 
 from __future__ import annotations
 
 import dataclasses
 import itertools
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from analytics.steering.observation import FloatArray, IntArray, Observation, Strategy
-from analytics.steering.recommend import Exploration
-from analytics.steering.strategies import get_strategy
+from analytics.steering.observation import FloatArray, IntArray, Observation
 from campaigns.planning.gain import curve_rate
 
 DIMENSIONS: tuple[tuple[str, tuple[str, ...], tuple[float, ...]], ...] = (
@@ -338,6 +288,13 @@ def _truth_of(world: World, round: int | None = None) -> HiddenCurves:
     return truth.at(world.round if round is None else round)
 
 
+def _hidden_of(world: World) -> HiddenCurves:
+    """Return the world's hidden curves with their drift still separate (for the
+    simulator's references, which read the drift only once it is in force)."""
+    truth: HiddenCurves = world._World__truth  # type: ignore[attr-defined]
+    return truth
+
+
 def _shared_transfer(codes: IntArray, cfg: WorldConfig, rng: np.random.Generator) -> FloatArray:
     """Return transfer[c, d] = prod of tau_dim where c and d differ, times pair noise."""
     tau = rng.uniform(*cfg.transfer_range, size=codes.shape[1])
@@ -443,276 +400,3 @@ def make_world(seed: int, *, budget: float = 5_000.0, config: WorldConfig | None
         seed=seed,
         codes=codes,
     )
-
-
-@dataclass(frozen=True)
-class CampaignResult:
-    """One simulated campaign under one strategy, figures from the hidden truth.
-
-    Lists are indexed by round (0 = before the first round). ``episodes_to_target`` is
-    the cumulative spend at which the true reliability reaches the target, interpolated
-    inside the round where it is crossed (``None`` when not reached within the rounds;
-    ``reachable`` says whether any amount of data could reach it). ``floor_mass`` is the
-    share of cycles that would fail with unlimited data; ``stopped_early`` says the
-    campaign stopped at the target before its rounds ran out.
-    """
-
-    strategy: str
-    seed: int
-    budget: float
-    rounds: int
-    reliability_target: float
-    cycles_per_day: float
-    interventions_per_day: list[float]
-    reliability: list[float]
-    episodes: list[float]
-    episodes_to_target: float | None
-    rounds_to_target: int | None
-    reachable: bool
-    floor_mass: float
-    stopped_early: bool = False
-    allocations: list[list[int]] = field(repr=False, default_factory=list)
-
-
-def _crossing(world: World, k: IntArray, target_mass: float) -> float:
-    """Return the fraction t of the last round's allocation ``k`` at which the target is hit.
-
-    The world already holds ``k``; the state part-way through the round is ``n - (1 - t) k``.
-    True failure mass falls monotonically in t, so bisection finds the crossing.
-    """
-    low, high = 0.0, 1.0
-    for _ in range(50):
-        mid = 0.5 * (low + high)
-        if world.failure_mass((mid - 1.0) * k) > target_mass:
-            low = mid
-        else:
-            high = mid
-    return high
-
-
-def run_campaign(
-    world: World,
-    strategy: Strategy,
-    rounds: int,
-    *,
-    name: str = "",
-    stop_at_target: bool = False,
-    on_round: Callable[[int], None] | None = None,
-) -> CampaignResult:
-    """Run ``rounds`` rounds of capture, training and evaluation under ``strategy``.
-
-    The strategy sees only ``world.observe()``; ``on_round`` is told each round's number
-    once it is played (progress of a long run). Raises ValueError when the strategy returns
-    an allocation that is not whole, non-negative and within budget.
-    """
-    if rounds < 0:
-        raise ValueError(f"rounds must be >= 0, got {rounds}")
-    target_mass = 1.0 - world.config.reliability_target
-    cycles = world.config.cycles_per_day
-    mass = world.failure_mass()
-    interventions = [cycles * mass]
-    reliability = [1.0 - mass]
-    spent = [0.0]
-    allocations: list[list[int]] = []
-    to_target: float | None = 0.0 if mass <= target_mass else None
-    rounds_to: int | None = 0 if to_target is not None else None
-    stopped = False
-    for r in range(1, rounds + 1):
-        if stop_at_target and to_target is not None:
-            stopped = True
-            break
-        k = np.asarray(strategy(world.observe()))
-        world.train(k)
-        cost = float(np.dot(world.cost_per_episode, k))
-        mass_after = world.failure_mass()
-        if to_target is None and mass_after <= target_mass:
-            t = _crossing(world, k, target_mass)
-            to_target = spent[-1] + t * cost
-            rounds_to = r
-        world.evaluate()
-        interventions.append(cycles * mass_after)
-        reliability.append(1.0 - mass_after)
-        spent.append(spent[-1] + cost)
-        allocations.append([int(x) for x in k])
-        if on_round is not None:
-            on_round(r)
-    return CampaignResult(
-        strategy=name,
-        seed=-1,
-        budget=world.budget,
-        rounds=len(allocations),
-        reliability_target=world.config.reliability_target,
-        cycles_per_day=cycles,
-        interventions_per_day=interventions,
-        reliability=reliability,
-        episodes=spent,
-        episodes_to_target=to_target,
-        rounds_to_target=rounds_to,
-        reachable=world.floor_reliability() >= world.config.reliability_target,
-        floor_mass=world.floor_mass(),
-        stopped_early=stopped,
-        allocations=allocations,
-    )
-
-
-def excess_failures(result: CampaignResult) -> float:
-    """Return the campaign's failures beyond the floor, counting each round as one day.
-
-    The sum over rounds 1..R of (true failure mass after the round - floor mass) *
-    cycles per day: the production failures the policy trained in each round causes in
-    one day of production that a policy with unlimited data would not. Compare campaigns
-    of the same number of rounds. Raises ValueError for a campaign stopped at the target
-    (its later rounds are missing).
-    """
-    if result.stopped_early:
-        raise ValueError("excess failures need every round: run without stop_at_target")
-    after = np.asarray(result.interventions_per_day[1:], dtype=np.float64)
-    return float(np.sum(after - result.cycles_per_day * result.floor_mass))
-
-
-def _greedy_fill(
-    truth: HiddenCurves,
-    share: FloatArray,
-    cost: FloatArray,
-    base: FloatArray,
-    k: IntArray,
-    budget: float,
-    chunk: float,
-) -> IntArray:
-    """Return ``k`` plus chunks of about ``chunk`` spend, each for the best cell then."""
-    k = k.copy()
-    # mix[c, d]: effective training cell c gains from one episode in cell d.
-    mix = None if truth.transfer is None else np.eye(share.size) + truth.transfer
-    n_eff = truth.effective(base + k)
-    left = budget - float(np.dot(cost, k))
-    full = np.maximum(np.floor(chunk / cost), 1.0)
-    f_col, a_col, minus_b_col = truth.f_inf[:, None], truth.a[:, None], -truth.b[:, None]
-    while True:
-        x = np.minimum(full, np.floor((left + 1e-9) / cost))
-        if x.max() < 1:
-            return k
-        now = np.minimum(curve_rate(truth.f_inf, truth.a, truth.b, n_eff), 1.0)
-        if mix is None:
-            after = np.minimum(curve_rate(truth.f_inf, truth.a, truth.b, n_eff + x), 1.0)
-            gain = share * (now - after)
-        else:
-            # Column d: every cell's rate once x[d] episodes more are in cell d.
-            trial = mix * x[None, :]
-            trial += n_eff[:, None] + 1.0
-            after = np.minimum(f_col + a_col * np.power(trial, minus_b_col), 1.0)
-            gain = share @ (now[:, None] - after)
-        spend = x * cost
-        per_cost = np.divide(gain, spend, out=np.full(gain.size, -np.inf), where=x >= 1)
-        best = int(np.argmax(per_cost))
-        if not per_cost[best] > 0:
-            return k
-        step = int(x[best])
-        k[best] += step
-        left -= spend[best]
-        if mix is None:
-            n_eff[best] += step
-        else:
-            n_eff += step * mix[:, best]
-
-
-def oracle_allocation(
-    truth: HiddenCurves,
-    *,
-    target_share: npt.ArrayLike,
-    train_count: npt.ArrayLike,
-    cost_per_episode: npt.ArrayLike,
-    budget: float,
-    chunks: int = 20,
-) -> IntArray:
-    """Spend ``budget`` where it lowers the true failure mass most per unit cost, greedily.
-
-    Chunks of ``budget / chunks`` spend (whole episodes, at least one) go one by one to the
-    cell whose chunk lowers ``sum(target_share * rate)`` most per unit cost, counting what
-    it transfers to every other cell, until nothing more fits; then every cell gives one
-    chunk back, the chunk halves and the budget is spent again, down to single episodes
-    (greedy with scaling: for cells that share nothing and cost the same this is the
-    round's optimum, as greedy by single episodes is; with unequal costs the last few
-    episodes are a knapsack it does not solve exactly). Myopic: the best round, not the
-    best campaign. Assumes costs > 0; never over budget.
-    """
-    share = np.asarray(target_share, dtype=np.float64)
-    cost = np.asarray(cost_per_episode, dtype=np.float64)
-    base = np.asarray(train_count, dtype=np.float64)
-    k = np.zeros(share.size, dtype=np.int64)
-    chunk = float(budget) / chunks
-    while True:
-        k = _greedy_fill(truth, share, cost, base, k, float(budget), chunk)
-        if chunk <= cost.min():
-            return k
-        k = np.maximum(k - np.maximum(np.floor(chunk / cost), 1.0).astype(np.int64), 0)
-        chunk /= 2
-
-
-def make_oracle(world: World, *, chunks: int = 20) -> Strategy:
-    """Return a strategy that knows ``world``'s hidden truth (see :func:`oracle_allocation`).
-
-    It reads the curves in force at the observed round, not later ones: it sees drift
-    once drift has happened, never before. Only this module can build it.
-    """
-
-    def oracle(observation: Observation) -> IntArray:
-        return oracle_allocation(
-            _truth_of(world, observation.round),
-            target_share=observation.target_share,
-            train_count=observation.train_count,
-            cost_per_episode=observation.cost_per_episode,
-            budget=observation.budget,
-            chunks=chunks,
-        )
-
-    return oracle
-
-
-ORACLE = "oracle"
-
-
-def simulate(
-    strategy_name: str,
-    *,
-    seed: int,
-    rounds: int,
-    budget: float = 5_000.0,
-    config: WorldConfig | None = None,
-    stop_at_target: bool = False,
-    exploration: Exploration | None = None,
-    on_round: Callable[[int], None] | None = None,
-) -> CampaignResult:
-    """Build the world for ``seed`` and run the named strategy on it.
-
-    Every strategy facing the same seed faces the same world and the same evaluation
-    noise stream; ``exploration`` configures the steered strategy; ``on_round`` goes to
-    :func:`run_campaign`. ``"oracle"`` (:data:`ORACLE`) is the strategy that knows this
-    world's truth. Raises ValueError for an unknown strategy.
-    """
-    if strategy_name == ORACLE:
-        world = make_world(seed, budget=budget, config=config)
-        strategy = make_oracle(world)
-    else:
-        strategy = get_strategy(strategy_name, seed=seed, exploration=exploration)
-        world = make_world(seed, budget=budget, config=config)
-    result = run_campaign(
-        world,
-        strategy,
-        rounds,
-        name=strategy_name,
-        stop_at_target=stop_at_target,
-        on_round=on_round,
-    )
-    return dataclasses.replace(result, seed=seed)
-
-
-def median_or_none(values: list[float | None]) -> float | None:
-    """Return the median of the values, counting ``None`` (not reached) as infinite.
-
-    ``None`` when at least half did not reach the target.
-    """
-    finite = sorted(math.inf if v is None else v for v in values)
-    if not finite:
-        return None
-    middle = float(np.median(finite))
-    return None if math.isinf(middle) else middle

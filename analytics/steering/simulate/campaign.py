@@ -1,0 +1,191 @@
+"""Campaigns: rounds of capture, training and evaluation under a strategy, and what they
+cost in failures (part of :mod:`analytics.steering.simulate`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from analytics.steering.observation import IntArray, Strategy
+from analytics.steering.recommend import Exploration
+from analytics.steering.simulate.informed import INFORMED, make_informed
+from analytics.steering.simulate.oracle import ORACLE, make_oracle
+from analytics.steering.simulate.world import World, WorldConfig, make_world
+from analytics.steering.strategies import get_strategy
+
+
+@dataclass(frozen=True)
+class CampaignResult:
+    """One simulated campaign under one strategy, figures from the hidden truth.
+
+    Lists are indexed by round (0 = before the first round). ``episodes_to_target`` is
+    the cumulative spend at which the true reliability reaches the target, interpolated
+    inside the round where it is crossed (``None`` when not reached within the rounds;
+    ``reachable`` says whether any amount of data could reach it). ``floor_mass`` is the
+    share of cycles that would fail with unlimited data; ``stopped_early`` says the
+    campaign stopped at the target before its rounds ran out.
+    """
+
+    strategy: str
+    seed: int
+    budget: float
+    rounds: int
+    reliability_target: float
+    cycles_per_day: float
+    interventions_per_day: list[float]
+    reliability: list[float]
+    episodes: list[float]
+    episodes_to_target: float | None
+    rounds_to_target: int | None
+    reachable: bool
+    floor_mass: float
+    stopped_early: bool = False
+    allocations: list[list[int]] = field(repr=False, default_factory=list)
+
+
+def _crossing(world: World, k: IntArray, target_mass: float) -> float:
+    """Return the fraction t of the last round's allocation ``k`` at which the target is hit.
+
+    The world already holds ``k``; the state part-way through the round is ``n - (1 - t) k``.
+    True failure mass falls monotonically in t, so bisection finds the crossing.
+    """
+    low, high = 0.0, 1.0
+    for _ in range(50):
+        mid = 0.5 * (low + high)
+        if world.failure_mass((mid - 1.0) * k) > target_mass:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
+def run_campaign(
+    world: World,
+    strategy: Strategy,
+    rounds: int,
+    *,
+    name: str = "",
+    stop_at_target: bool = False,
+    on_round: Callable[[int], None] | None = None,
+) -> CampaignResult:
+    """Run ``rounds`` rounds of capture, training and evaluation under ``strategy``.
+
+    The strategy sees only ``world.observe()``; ``on_round`` is told each round's number
+    once it is played (progress of a long run). Raises ValueError when the strategy returns
+    an allocation that is not whole, non-negative and within budget.
+    """
+    if rounds < 0:
+        raise ValueError(f"rounds must be >= 0, got {rounds}")
+    target_mass = 1.0 - world.config.reliability_target
+    cycles = world.config.cycles_per_day
+    mass = world.failure_mass()
+    interventions = [cycles * mass]
+    reliability = [1.0 - mass]
+    spent = [0.0]
+    allocations: list[list[int]] = []
+    to_target: float | None = 0.0 if mass <= target_mass else None
+    rounds_to: int | None = 0 if to_target is not None else None
+    stopped = False
+    for r in range(1, rounds + 1):
+        if stop_at_target and to_target is not None:
+            stopped = True
+            break
+        k = np.asarray(strategy(world.observe()))
+        world.train(k)
+        cost = float(np.dot(world.cost_per_episode, k))
+        mass_after = world.failure_mass()
+        if to_target is None and mass_after <= target_mass:
+            t = _crossing(world, k, target_mass)
+            to_target = spent[-1] + t * cost
+            rounds_to = r
+        world.evaluate()
+        interventions.append(cycles * mass_after)
+        reliability.append(1.0 - mass_after)
+        spent.append(spent[-1] + cost)
+        allocations.append([int(x) for x in k])
+        if on_round is not None:
+            on_round(r)
+    return CampaignResult(
+        strategy=name,
+        seed=-1,
+        budget=world.budget,
+        rounds=len(allocations),
+        reliability_target=world.config.reliability_target,
+        cycles_per_day=cycles,
+        interventions_per_day=interventions,
+        reliability=reliability,
+        episodes=spent,
+        episodes_to_target=to_target,
+        rounds_to_target=rounds_to,
+        reachable=world.floor_reliability() >= world.config.reliability_target,
+        floor_mass=world.floor_mass(),
+        stopped_early=stopped,
+        allocations=allocations,
+    )
+
+
+def excess_failures(result: CampaignResult) -> float:
+    """Return the campaign's failures beyond the floor, counting each round as one day.
+
+    The sum over rounds 1..R of (true failure mass after the round - floor mass) *
+    cycles per day: the production failures the policy trained in each round causes in
+    one day of production that a policy with unlimited data would not. Compare campaigns
+    of the same number of rounds. Raises ValueError for a campaign stopped at the target
+    (its later rounds are missing).
+    """
+    if result.stopped_early:
+        raise ValueError("excess failures need every round: run without stop_at_target")
+    after = np.asarray(result.interventions_per_day[1:], dtype=np.float64)
+    return float(np.sum(after - result.cycles_per_day * result.floor_mass))
+
+
+def simulate(
+    strategy_name: str,
+    *,
+    seed: int,
+    rounds: int,
+    budget: float = 5_000.0,
+    config: WorldConfig | None = None,
+    stop_at_target: bool = False,
+    exploration: Exploration | None = None,
+    on_round: Callable[[int], None] | None = None,
+) -> CampaignResult:
+    """Build the world for ``seed`` and run the named strategy on it.
+
+    Every strategy facing the same seed faces the same world and the same evaluation
+    noise stream; ``exploration`` configures the steered strategy; ``on_round`` goes to
+    :func:`run_campaign`. ``"oracle"`` (:data:`ORACLE`) is the strategy that knows this
+    world's truth, ``"informed"`` (:data:`INFORMED`) the one that knows all of it but each
+    cell's own amplitude and exponent. Raises ValueError for an unknown strategy.
+    """
+    if strategy_name in (ORACLE, INFORMED):
+        world = make_world(seed, budget=budget, config=config)
+        strategy = make_oracle(world) if strategy_name == ORACLE else make_informed(world)
+    else:
+        strategy = get_strategy(strategy_name, seed=seed, exploration=exploration)
+        world = make_world(seed, budget=budget, config=config)
+    result = run_campaign(
+        world,
+        strategy,
+        rounds,
+        name=strategy_name,
+        stop_at_target=stop_at_target,
+        on_round=on_round,
+    )
+    return dataclasses.replace(result, seed=seed)
+
+
+def median_or_none(values: list[float | None]) -> float | None:
+    """Return the median of the values, counting ``None`` (not reached) as infinite.
+
+    ``None`` when at least half did not reach the target.
+    """
+    finite = sorted(math.inf if v is None else v for v in values)
+    if not finite:
+        return None
+    middle = float(np.median(finite))
+    return None if math.isinf(middle) else middle
