@@ -18,14 +18,18 @@ episodes between two evaluations but failed less afterwards learnt from its neig
 cells that got episodes show how fast learning goes. The evidence is every evaluation so far
 with the training counts of the policy evaluated. For candidate strengths, where each cell's
 failures fell among its own evaluations is scored at their effective counts (a likelihood
-that needs no per-cell amplitude, :class:`_Score`), under the best shared exponent; the
-strengths are chosen one dimension at a time on :data:`STRENGTH_GRID` to maximise that score
-plus the prior. The prior puts half its mass on no transfer and spreads the rest evenly over
-the grid: with no history the strengths are 0 and every cell learns from its own episodes
-only (the recommendation is exactly what it was without transfer), and a strength is claimed
-only when the evaluations favour it. Each strength comes with its profile-posterior interval
-(the other strengths at their best for each of its values), which narrows as evaluations
-accumulate.
+that needs no per-cell amplitude, :class:`_Score`), each cell at an exponent of its own
+drawn around a centre with a spread, both chosen by the likelihood; the most probable
+strengths are found one dimension at a time on :data:`STRENGTH_GRID`, and each strength the
+model acts on is its posterior mean there (the others at their most probable): the evidence
+stays thin for many rounds, and the mode, which the prior pins to "none" until the evidence
+is overwhelming, would value a cell with few episodes of its own as if its neighbours had
+taught it nothing. The prior puts 70% of its mass on no transfer and spreads the rest evenly
+over the grid: with no history the strengths are 0 and every cell learns from its own
+episodes only (the recommendation is exactly what it was without transfer); from the second
+evaluation on each strength is what the evidence and the prior make of it, small where they
+say little. Each strength comes with its profile-posterior interval (the other strengths at
+their most probable for each of its values), which narrows as evaluations accumulate.
 
 Django-free: numpy arrays in, numpy arrays out.
 """
@@ -46,7 +50,7 @@ IntArray = npt.NDArray[np.int64]
 STRENGTH_GRID: FloatArray = np.array([0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.65, 0.8])
 """Candidate strengths per dimension (the share of an episode that survives one change)."""
 
-PRIOR_NO_TRANSFER = 0.5
+PRIOR_NO_TRANSFER = 0.7
 """Prior probability that a dimension transfers nothing; the rest is spread evenly."""
 
 INTERVAL_LEVEL = 0.9
@@ -323,7 +327,16 @@ def estimate_transfer(
         return TransferModel.none(structure, evaluations)
     score = _Score(structure, counts, trials, successes)
     log_prior = _log_prior()
-    strength = _ascend(score, log_prior, np.zeros(dims), fixed=None)
+    peak = _ascend(score, log_prior, np.zeros(dims), fixed=None)
+    # Act on each strength's posterior mean (the others at their most probable), not on its
+    # mode: the evidence is thin for many rounds, and the mode, pinned to "none" by the
+    # prior until the evidence is overwhelming, values a cell with few episodes of its own
+    # as if it had learnt nothing from its neighbours.
+    strength = peak.copy()
+    for d in range(dims):
+        conditional = log_prior + score.along(peak, d)
+        weights = np.exp(conditional - conditional.max())
+        strength[d] = float(np.dot(weights / weights.sum(), STRENGTH_GRID))
     low, high = np.zeros(dims), np.zeros(dims)
     if not intervals:
         low[:], high[:] = np.nan, np.nan
@@ -332,7 +345,7 @@ def estimate_transfer(
         # best (strengths of different dimensions can stand in for each other).
         profile = np.empty(STRENGTH_GRID.size)
         for k, value in enumerate(STRENGTH_GRID):
-            start = strength.copy()
+            start = peak.copy()
             start[d] = value
             best = _ascend(score, log_prior, start, fixed=d, passes=1)
             profile[k] = _log_posterior(score, log_prior, best)
@@ -344,7 +357,19 @@ def estimate_transfer(
 
 
 B_GRID: FloatArray = np.round(np.arange(0.2, 1.55, 0.05), 2)
-"""Learning-curve exponents the strengths are scored under (the best one is taken)."""
+"""Learning-curve exponents the strengths are scored under."""
+
+_EXPONENT_SPREADS: tuple[float, ...] = (0.02, 0.1, 0.2)
+_EXPONENT_CENTRES: FloatArray = np.repeat(B_GRID, len(_EXPONENT_SPREADS))
+_EXPONENT_MIX: FloatArray = np.array(
+    [
+        np.exp(-0.5 * ((B_GRID - centre) / spread) ** 2)
+        / np.exp(-0.5 * ((B_GRID - centre) / spread) ** 2).sum()
+        for centre in B_GRID
+        for spread in _EXPONENT_SPREADS
+    ]
+)
+"""Rows: a prior over :data:`B_GRID` for each (centre, spread) of the cells' exponents."""
 
 
 class _Score:
@@ -357,7 +382,10 @@ class _Score:
     amplitudes (a cell evaluated once says nothing) and weighs exactly how each cell
     improved, or did not, as training arrived in it and near it. A cell that got nothing
     but improved speaks for transfer; one that got episodes shows the pace of learning,
-    the exponent ``b``, which is the best of :data:`B_GRID` for each candidate.
+    its exponent ``b_c``. Cells learn at paces of their own: each cell's score is averaged
+    over :data:`B_GRID` under a normal prior whose centre and spread are the most likely
+    for each candidate (``self.b`` is that centre), so a cell that learns faster than the
+    rest is not read as transfer, nor a slower one as none.
     """
 
     def __init__(
@@ -381,8 +409,8 @@ class _Score:
             self._log_trials = np.where(
                 seen[:, at], np.log(np.where(seen[:, at], trials[:, at], 1)), -np.inf
             )
-        self._constant = float(
-            np.sum(self._failures * np.where(seen[:, at], self._log_trials, 0.0))
+        self._failures_log_trials = np.sum(
+            self._failures * np.where(seen[:, at], self._log_trials, 0.0), axis=0
         )
         self._structure = structure
         # The matrix for the few cells of a simulated campaign (fastest there); group sums
@@ -404,18 +432,24 @@ class _Score:
         else:
             transferred = self._counts @ _matrix(self._differ, strength, self._size)[at].T
         log_n = np.log1p(self._counts[:, at] + transferred)
-        # For every b at once: sum of failures * log(w / sum over evaluations of w), with
+        # Per cell and b: sum of failures * log(w / sum over evaluations of w), with
         # w = trials * (n_eff + 1) ** -b, in logs.
         log_w = self._log_trials[None, :, :] - B_GRID[:, None, None] * log_n[None, :, :]
         top = log_w.max(axis=1)  # b x cells
         normaliser = top + np.log(np.exp(log_w - top[:, None, :]).sum(axis=1))
-        scores = (
-            self._constant
-            - B_GRID * float(np.sum(self._failures * log_n))
-            - normaliser @ self._total_failures
-        )
+        per_cell = (
+            self._failures_log_trials[None, :]
+            - B_GRID[:, None] * (self._failures * log_n).sum(axis=0)[None, :]
+            - normaliser * self._total_failures[None, :]
+        )  # b x cells
+        # Cells learn at exponents of their own: each cell's b is drawn around a centre
+        # with a spread, both chosen (with the strengths) by the likelihood.
+        peak = per_cell.max(axis=0)
+        with np.errstate(divide="ignore"):
+            mixed = np.log(_EXPONENT_MIX @ np.exp(per_cell - peak[None, :])) + peak[None, :]
+        scores = mixed.sum(axis=1)
         best = int(np.argmax(scores))
-        self.b = float(B_GRID[best])
+        self.b = float(_EXPONENT_CENTRES[best])
         return float(scores[best])
 
     def along(self, strength: FloatArray, dimension: int) -> FloatArray:

@@ -124,6 +124,25 @@ def test_the_intervals_narrow_as_rounds_accumulate():
     assert widths[2] < widths[0]
 
 
+def test_thin_evidence_of_transfer_gives_part_of_it_and_rich_evidence_all_of_it():
+    # The model acts on each strength's posterior mean. Two evaluations of 30 trials a cell
+    # cannot single out a strength (its mode is still "none"), but they make some transfer
+    # likelier than none: the mean lies between nothing and the truth. Eight evaluations of
+    # 1,000 trials bring it to the truth.
+    def mean_strength(seed: int, trials: int, rounds: int) -> float:
+        structure, counts, tried, succeeded = _history(
+            seed, [0.3, 0.3, 0.3], rounds=rounds, trials=trials
+        )
+        return float(estimate_transfer(structure, counts, tried, succeeded).strength.mean())
+
+    thin = [mean_strength(seed, 30, 2) for seed in range(6)]
+    rich = [mean_strength(seed, 1000, 8) for seed in range(6)]
+
+    assert all(0.03 < value < 0.3 for value in thin), thin
+    assert abs(np.mean(rich) - 0.3) < 0.15, rich
+    assert np.mean(rich) > np.mean(thin) + 0.15
+
+
 def test_a_history_without_transfer_claims_none():
     claimed = []
     for seed in range(10):
