@@ -18,18 +18,18 @@ episodes between two evaluations but failed less afterwards learnt from its neig
 cells that got episodes show how fast learning goes. The evidence is every evaluation so far
 with the training counts of the policy evaluated. For candidate strengths, where each cell's
 failures fell among its own evaluations is scored at their effective counts (a likelihood
-that needs no per-cell amplitude, :class:`_Score`), each cell at an exponent of its own
-drawn around a centre with a spread, both chosen by the likelihood; the most probable
-strengths are found one dimension at a time on :data:`STRENGTH_GRID`, and each strength the
-model acts on is its posterior mean there (the others at their most probable): the evidence
-stays thin for many rounds, and the mode, which the prior pins to "none" until the evidence
-is overwhelming, would value a cell with few episodes of its own as if its neighbours had
-taught it nothing. The prior puts 70% of its mass on no transfer and spreads the rest evenly
-over the grid: with no history the strengths are 0 and every cell learns from its own
-episodes only (the recommendation is exactly what it was without transfer); from the second
-evaluation on each strength is what the evidence and the prior make of it, small where they
-say little. Each strength comes with its profile-posterior interval (the other strengths at
-their most probable for each of its values), which narrows as evaluations accumulate.
+that needs no per-cell amplitude, :class:`_Score`), under the best shared exponent; the
+most probable strengths are found one dimension at a time on :data:`STRENGTH_GRID`, and
+each strength the model acts on is its posterior mean there (the others at their most
+probable): the evidence stays thin for many rounds, and the mode, which the prior pins to
+"none" until the evidence is overwhelming, would value a cell with few episodes of its own
+as if its neighbours had taught it nothing. The prior puts 70% of its mass on no transfer
+and spreads the rest evenly over the grid: with no history the strengths are 0 and every
+cell learns from its own episodes only (the recommendation is exactly what it was without
+transfer); from the second evaluation on each strength is what the evidence and the prior
+make of it, small where they say little. Each strength comes with its profile-posterior
+interval (the other strengths at their most probable for each of its values), which narrows
+as evaluations accumulate.
 
 Django-free: numpy arrays in, numpy arrays out.
 """
@@ -357,19 +357,7 @@ def estimate_transfer(
 
 
 B_GRID: FloatArray = np.round(np.arange(0.2, 1.55, 0.05), 2)
-"""Learning-curve exponents the strengths are scored under."""
-
-_EXPONENT_SPREADS: tuple[float, ...] = (0.02, 0.1, 0.2)
-_EXPONENT_CENTRES: FloatArray = np.repeat(B_GRID, len(_EXPONENT_SPREADS))
-_EXPONENT_MIX: FloatArray = np.array(
-    [
-        np.exp(-0.5 * ((B_GRID - centre) / spread) ** 2)
-        / np.exp(-0.5 * ((B_GRID - centre) / spread) ** 2).sum()
-        for centre in B_GRID
-        for spread in _EXPONENT_SPREADS
-    ]
-)
-"""Rows: a prior over :data:`B_GRID` for each (centre, spread) of the cells' exponents."""
+"""Learning-curve exponents the strengths are scored under (the best one counts)."""
 
 
 class _Score:
@@ -382,10 +370,7 @@ class _Score:
     amplitudes (a cell evaluated once says nothing) and weighs exactly how each cell
     improved, or did not, as training arrived in it and near it. A cell that got nothing
     but improved speaks for transfer; one that got episodes shows the pace of learning,
-    its exponent ``b_c``. Cells learn at paces of their own: each cell's score is averaged
-    over :data:`B_GRID` under a normal prior whose centre and spread are the most likely
-    for each candidate (``self.b`` is that centre), so a cell that learns faster than the
-    rest is not read as transfer, nor a slower one as none.
+    the exponent ``b``, which is the best of :data:`B_GRID` for each candidate.
     """
 
     def __init__(
@@ -409,8 +394,8 @@ class _Score:
             self._log_trials = np.where(
                 seen[:, at], np.log(np.where(seen[:, at], trials[:, at], 1)), -np.inf
             )
-        self._failures_log_trials = np.sum(
-            self._failures * np.where(seen[:, at], self._log_trials, 0.0), axis=0
+        self._constant = float(
+            np.sum(self._failures * np.where(seen[:, at], self._log_trials, 0.0))
         )
         self._structure = structure
         # The matrix for the few cells of a simulated campaign (fastest there); group sums
@@ -421,7 +406,6 @@ class _Score:
             else None
         )
         self._size = size
-        self.b = float(B_GRID[0])
 
     def __call__(self, strength: FloatArray) -> float:
         at = self._receivers
@@ -432,25 +416,17 @@ class _Score:
         else:
             transferred = self._counts @ _matrix(self._differ, strength, self._size)[at].T
         log_n = np.log1p(self._counts[:, at] + transferred)
-        # Per cell and b: sum of failures * log(w / sum over evaluations of w), with
+        # For every b at once: sum of failures * log(w / sum over evaluations of w), with
         # w = trials * (n_eff + 1) ** -b, in logs.
         log_w = self._log_trials[None, :, :] - B_GRID[:, None, None] * log_n[None, :, :]
         top = log_w.max(axis=1)  # b x cells
         normaliser = top + np.log(np.exp(log_w - top[:, None, :]).sum(axis=1))
-        per_cell = (
-            self._failures_log_trials[None, :]
-            - B_GRID[:, None] * (self._failures * log_n).sum(axis=0)[None, :]
-            - normaliser * self._total_failures[None, :]
-        )  # b x cells
-        # Cells learn at exponents of their own: each cell's b is drawn around a centre
-        # with a spread, both chosen (with the strengths) by the likelihood.
-        peak = per_cell.max(axis=0)
-        with np.errstate(divide="ignore"):
-            mixed = np.log(_EXPONENT_MIX @ np.exp(per_cell - peak[None, :])) + peak[None, :]
-        scores = mixed.sum(axis=1)
-        best = int(np.argmax(scores))
-        self.b = float(_EXPONENT_CENTRES[best])
-        return float(scores[best])
+        scores = (
+            self._constant
+            - B_GRID * float(np.sum(self._failures * log_n))
+            - normaliser @ self._total_failures
+        )
+        return float(scores.max())
 
     def along(self, strength: FloatArray, dimension: int) -> FloatArray:
         """The score at every grid strength of one dimension, the others as given."""

@@ -521,13 +521,14 @@ def _no_evaluations(world) -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("seed", [23, 24])
 def test_the_oracle_leaves_no_more_excess_failures_than_the_informed_reference(seed):
     # In independent cells at equal cost the oracle's greedy is the optimum of every round,
-    # so nothing that has to learn the curves can beat it.
+    # so nothing that has to learn the curves can beat it; and the informed reference does
+    # have to learn them (strictly more excess: it reads no cell's own curve).
     excess = {
         name: excess_failures(simulate(name, seed=seed, rounds=3, config=WORLDS["independent"]))
         for name in (ORACLE, INFORMED, "proportional")
     }
 
-    assert excess[ORACLE] <= excess[INFORMED] < excess["proportional"], excess
+    assert excess[ORACLE] < excess[INFORMED] < excess["proportional"], excess
 
 
 # --- excess failures ---------------------------------------------------------------------

@@ -36,7 +36,7 @@ draw for draw; the named families are :data:`WORLDS`):
 * **Drift** (``drift_round``): from that round on a new failure mode multiplies the
   amplitude of a few cells by ``1 + drift_amplitude``; it falls with data on the same curve.
 
-:func:`make_oracle` is a strategy that reads the hidden truth (only this module can build
+:func:`make_oracle` is a strategy that reads the hidden truth (only this package can build
 it), and :func:`excess_failures` measures a campaign against the floor, so a strategy's
 excess over the oracle's is what not knowing the truth costs. :func:`make_informed` (the
 "informed" reference) knows all of the truth but each cell's own amplitude and exponent,
@@ -48,7 +48,7 @@ here from observable state only), returns whole episodes per cell within budget,
 counts grow, the new policy is evaluated with sampling noise (``eval_trials`` trials spread
 by target share, binomial failures from the hidden curves), and the next round starts.
 Reported figures — interventions per day, reliability, episodes to reach the target — are
-computed from the hidden curves, which only this module holds (in :class:`HiddenCurves`,
+computed from the hidden curves, which only this package holds (in :class:`HiddenCurves`,
 kept in a private attribute of :class:`World` and never passed to a strategy).
 """
 
@@ -68,8 +68,7 @@ from analytics.steering.simulate.world import (
     HiddenCurves,
     World,
     WorldConfig,
-    _hidden_of,  # noqa: F401  (for the simulator's tests and benches)
-    _truth_of,  # noqa: F401
+    _truth_of,  # noqa: F401  (for the simulator's tests and benches)
     make_world,
 )
 

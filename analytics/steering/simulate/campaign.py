@@ -143,6 +143,13 @@ def excess_failures(result: CampaignResult) -> float:
     return float(np.sum(after - result.cycles_per_day * result.floor_mass))
 
 
+_REFERENCES: dict[str, Callable[[World], Strategy]] = {
+    ORACLE: make_oracle,
+    INFORMED: make_informed,
+}
+"""The strategies that read the world's hidden truth, by name: built from the world itself."""
+
+
 def simulate(
     strategy_name: str,
     *,
@@ -162,9 +169,9 @@ def simulate(
     world's truth, ``"informed"`` (:data:`INFORMED`) the one that knows all of it but each
     cell's own amplitude and exponent. Raises ValueError for an unknown strategy.
     """
-    if strategy_name in (ORACLE, INFORMED):
+    if strategy_name in _REFERENCES:
         world = make_world(seed, budget=budget, config=config)
-        strategy = make_oracle(world) if strategy_name == ORACLE else make_informed(world)
+        strategy = _REFERENCES[strategy_name](world)
     else:
         strategy = get_strategy(strategy_name, seed=seed, exploration=exploration)
         world = make_world(seed, budget=budget, config=config)
