@@ -5,7 +5,9 @@ result is stored under ``MEDIA_ROOT/episodes/<sha256[:2]>/<sha256>/<settings key
 episode bundles (see :mod:`labeling.capture.convert`) and ``result.json`` (the synchronisation
 report, or the reason it was left out). The folder appears in one rename when the conversion
 is complete, so a worker killed mid-way leaves nothing that looks finished, and the retry
-converts only what is missing. The annotator's player serves the same videos.
+converts only what is missing. The hidden work folder a killed worker leaves is swept away by
+the next conversion or reuse of that recording once it has lain untouched for an hour. The
+annotator's player serves the same videos.
 
 Django-free apart from where the folder lives: callers pass the media root.
 """
@@ -17,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,6 +115,7 @@ def convert_stored(
     the first to finish is kept. Bad input is a Conversion with ``problems``, stored too (the
     same bytes fail the same way)."""
     folder = conversion_folder(media_root, sha256, stream_map, codec, window)
+    remove_partial(media_root, sha256)
     done = stored_conversion(folder)
     if done is not None:
         return done
@@ -154,10 +158,38 @@ def convert_stored(
     return dataclasses.replace(stored, reused=False)
 
 
-def remove_partial(media_root: Path, sha256: str) -> None:
-    """Remove half-made conversions a killed worker left behind for this recording."""
+# A work folder nobody has written to for this long was left by a worker that died.
+STALE_WORK_S = 3600.0
+
+
+def _last_written(path: Path) -> float:
+    """The newest modification time in ``path``'s tree (a conversion writes as it goes)."""
+    newest = path.stat().st_mtime
+    for child in path.rglob("*"):
+        try:
+            newest = max(newest, child.stat().st_mtime)
+        except OSError:
+            continue
+    return newest
+
+
+def remove_partial(media_root: Path, sha256: str, *, older_than_s: float = STALE_WORK_S) -> int:
+    """Remove half-made conversions a killed worker left behind for this recording: hidden
+    work folders that nothing has written to for ``older_than_s`` seconds (a live worker's
+    folder is newer, so running conversions are left alone). Returns how many were removed."""
     parent = Path(media_root) / "episodes" / sha256[:2] / sha256
-    if parent.is_dir():
-        for child in parent.iterdir():
-            if child.name.startswith("."):
-                shutil.rmtree(child, ignore_errors=True)
+    if not parent.is_dir():
+        return 0
+    cutoff = time.time() - older_than_s
+    removed = 0
+    for child in parent.iterdir():
+        if not child.name.startswith(".") or not child.is_dir():
+            continue
+        try:
+            stale = _last_written(child) < cutoff
+        except OSError:
+            continue  # gone already: another worker finished or swept it
+        if stale:
+            shutil.rmtree(child, ignore_errors=True)
+            removed += 1
+    return removed

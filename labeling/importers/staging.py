@@ -32,7 +32,7 @@ from labeling.importers.cells import (
 )
 from labeling.importers.errors import MAX_REPORTED, ImportFailed, ImportProblem
 from labeling.importers.mapping import MappedColumn
-from labeling.importers.records import Scan, scan
+from labeling.importers.records import END_OF_DATA, Scan, scan
 from labeling.importers.statements import StagingTables, TypedPlan, UpsertPlan
 
 MAX_DISTINCT = 10_000
@@ -200,7 +200,9 @@ class Staging(StagingTables):
                     exc, data, rest, delimiter=delimiter, with_header=with_header
                 ) from None
             lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-            if copied != lines - (1 if with_header else 0):
+            # PostgreSQL up to 17 ends the data at a line holding only \. (it reads fewer
+            # rows); from 18 it reads the line as a value. Either way the file is refused alike.
+            if copied != lines - (1 if with_header else 0) or _may_end_data(data):
                 self._check_short(copied, data, rest, delimiter=delimiter, with_header=with_header)
             self.rows += max(copied, 0)
             self.lines += lines
@@ -536,3 +538,14 @@ class Staging(StagingTables):
             cur.execute(sql.SQL("SET LOCAL enable_mergejoin = off"))
             cur.execute(plan.statement(self))
             return int(cur.rowcount)
+
+
+def _may_end_data(data: bytes) -> bool:
+    """Whether a line of ``data`` holds only ``\\.`` (outside quotes the scan decides)."""
+    return (
+        data.startswith((END_OF_DATA + b"\n", END_OF_DATA + b"\r\n"))
+        or data == END_OF_DATA
+        or b"\n" + END_OF_DATA + b"\n" in data
+        or b"\n" + END_OF_DATA + b"\r\n" in data
+        or data.endswith(b"\n" + END_OF_DATA)
+    )

@@ -363,3 +363,42 @@ def test_a_conversion_whose_encoder_hangs_is_tried_again_then_raised_not_stored(
 
     assert len(attempts) == convert_module.HUNG_ATTEMPTS == 2
     assert not (tmp_path / "out").exists()
+
+
+def test_a_stored_conversion_sweeps_away_only_work_folders_a_dead_worker_left(tmp_path):
+    import os
+    import time
+
+    from labeling.exports.conversions import STALE_WORK_S, conversion_folder, convert_stored
+
+    files = write_recording(tmp_path / "rec.mcap", RecordingPlan(duration_s=0.7))
+    mapping = stream_map()
+    media = tmp_path / "media"
+    sha = "ab" * 32
+    folder = conversion_folder(media, sha, mapping, "libx264")
+    # A worker killed two hours ago left a half-made folder; one converting now has a fresh one.
+    dead = folder.with_name(f".{folder.name}.dead0000")
+    live = folder.with_name(f".{folder.name}.live0000")
+    for work in (dead, live):
+        (work / "out").mkdir(parents=True)
+        (work / "out" / "frames.parquet").write_bytes(b"partial")
+    old = time.time() - 2 * STALE_WORK_S
+    for path in (dead / "out" / "frames.parquet", dead / "out", dead):
+        os.utime(path, (old, old))
+
+    first = convert_stored(
+        paths=files, sha256=sha, stream_map=mapping, codec="libx264", media_root=media
+    )
+    assert first.ok and not first.reused
+    assert not dead.exists()
+    assert live.exists(), "a folder still being written to belongs to a live worker"
+
+    # Reusing the stored conversion sweeps too, once the other folder has gone stale.
+    for path in (live / "out" / "frames.parquet", live / "out", live):
+        os.utime(path, (old, old))
+    again = convert_stored(
+        paths=files, sha256=sha, stream_map=mapping, codec="libx264", media_root=media
+    )
+    assert again.reused and again.bundles == first.bundles
+    assert not live.exists()
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]

@@ -14,6 +14,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from urllib.parse import quote
 
 import pyarrow.parquet as pq
 import pytest
@@ -253,6 +254,17 @@ def test_export_job_zip_holds_data_and_video_and_conversions_are_reused(
     assert second.summary["conversion"]["recordings_converted"] == 0
 
 
+def _finished_conversions(media: Path) -> list[Path]:
+    """Conversions stored whole: a conversion is written in a hidden work folder
+    (``.<key>.<random>``) and renamed into place, and pathlib's glob matches hidden names, so a
+    worker killed between writing result.json and the rename must not count as finished."""
+    return [
+        result
+        for result in media.glob("episodes/*/*/*/result.json")
+        if not result.parent.name.startswith(".")
+    ]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_killed_worker_leaves_nothing_visible_and_the_retry_finishes(
     world_a, tmp_path, client_for, settings
@@ -272,10 +284,9 @@ def test_a_killed_worker_leaves_nothing_visible_and_the_retry_finishes(
         organization_id=dataset.organization_id, dataset=dataset, format="lerobot-v3", job=job
     )
     database = django_settings.DATABASES["default"]
-    url = (
-        f"postgres://{database['USER']}@{database['HOST'] or '127.0.0.1'}:"
-        f"{database['PORT'] or 5432}/{database['NAME']}"
-    )
+    # The host may be the embedded server's socket folder: percent-encoded, as it reads it.
+    host = quote(str(database["HOST"] or "127.0.0.1"), safe="")
+    url = f"postgres://{database['USER']}@{host}:{database['PORT'] or 5432}/{database['NAME']}"
     env = {
         **os.environ,
         "DATABASE_URL": url,
@@ -296,7 +307,7 @@ def test_a_killed_worker_leaves_nothing_visible_and_the_retry_finishes(
     )
     try:
         deadline = time.monotonic() + 120
-        while not list(media.glob("episodes/*/*/*/result.json")):
+        while not _finished_conversions(media):
             assert worker.poll() is None, "the export ended before it could be killed"
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -305,7 +316,7 @@ def test_a_killed_worker_leaves_nothing_visible_and_the_retry_finishes(
     finally:
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
-    converted_before = len(list(media.glob("episodes/*/*/*/result.json")))
+    converted_before = len(_finished_conversions(media))
     assert converted_before < 6
 
     export.refresh_from_db()

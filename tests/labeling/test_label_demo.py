@@ -32,11 +32,13 @@ def test_the_demo_round_is_labelled_reviewed_and_exported(db, settings, tmp_path
     # The two captures with recordings (the first episodes) are single-annotator items here:
     # the job's overlap is chosen by a hash of episode and job ids, which move with the
     # database's sequences, so left to chance both could wait for a second annotator.
-    recorded_items = LabelItem.objects.filter(
-        job=job, episode__recordings__isnull=False, is_gold=False
+    recorded_items = list(
+        LabelItem.objects.filter(
+            job=job, episode__recordings__isnull=False, is_gold=False
+        ).values_list("pk", flat=True)
     )
-    assert recorded_items.count() == 2
-    recorded_items.update(required=1)
+    assert len(recorded_items) == 2
+    LabelItem.objects.filter(pk__in=recorded_items).update(required=1)
     users = get_user_model().objects
     annotator = client_for(users.get(username="annotator"))
     manager = client_for(users.get(username="manager"))

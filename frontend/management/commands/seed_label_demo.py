@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from accounts.models import Organization
 from campaigns.models import Campaign
+from frontend.demo.world import refresh_statistics
 from labeling.labels.selectors import label_schema
 from labeling.labels.services import annotation_submit, gold_label_set, label_job_create
 from labeling.models import Episode, LabelAssignment, LabelItem, LabelJob
@@ -106,6 +107,7 @@ def seed_label_demo(*, unlabelled: int = 12) -> dict[str, Any]:
             first,
             second,
         )
+    refresh_statistics()
     return {
         "created": True,
         "job": job.pk,
