@@ -225,7 +225,7 @@ def project_campaign(
     path = [n0.copy()]
     allocations: list[IntArray] = []
     added: list[FloatArray] = []  # what each round adds to the effective counts
-    spread = transfer.matrix() if transfer is not None and transfer.transfers else None
+    live_transfer = transfer if transfer is not None and transfer.transfers else None
     amplitude = float(cycles_per_day) * p * curves.amplitude
     n = n0.copy()
     for r in range(max_rounds):
@@ -237,12 +237,15 @@ def project_campaign(
             k = np.asarray(first_round, dtype=np.int64)
             if k.shape != (size,) or np.any(k < 0):
                 raise ValueError(f"first_round must be {size} whole episode counts >= 0")
-        elif spread is None:
+        elif live_transfer is None:
             k = waterfill(amplitude, n, cost, curves.b, budget_per_round)
         else:
-            k = waterfill_with_transfer(amplitude, n, cost, curves.b, budget_per_round, spread)
+            k = waterfill_with_transfer(
+                amplitude, n, cost, curves.b, budget_per_round, live_transfer
+            )
         allocations.append(k)
-        added.append(k + spread @ k if spread is not None else k.astype(np.float64))
+        own = k.astype(np.float64)
+        added.append(own + live_transfer.spread(own) if live_transfer is not None else own)
         n = n + added[-1]
         path.append(n.copy())
         if not k.any():

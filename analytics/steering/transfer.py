@@ -181,6 +181,26 @@ class TransferModel:
             return np.zeros_like(values)
         return _spread(self.structure, self.strength, values)
 
+    def reach(self, x: npt.ArrayLike) -> FloatArray:
+        """``T.T @ x``: for values ``x`` per cell, what one episode in each cell is worth in
+        the other cells it helps (``T`` is symmetric, so this is :meth:`spread`)."""
+        return self.spread(x)
+
+    def columns(self, cells: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> FloatArray:
+        """``T[rows][:, cells]``: what one episode in each of ``cells`` counts for each cell of
+        ``rows`` (all cells when None; 0 in its own), in ``O(rows * cells * dimensions)``."""
+        js = np.asarray(cells, dtype=np.int64).reshape(-1)
+        every = self.structure.codes
+        at = np.arange(every.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
+        codes = every[at]
+        out = np.ones((at.size, js.size))
+        for d, strength in enumerate(self.strength.tolist()):
+            mine = every[js, d]
+            same = (codes[:, d, None] == mine[None, :]) & (codes[:, d] >= 0)[:, None]
+            out *= np.where(same, 1.0, strength)
+        out[at[:, None] == js[None, :]] = 0.0
+        return out
+
     def stored(self) -> dict[str, Any]:
         """The model as JSON (strengths by dimension name, what they were learnt from)."""
         return {

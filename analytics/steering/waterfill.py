@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -199,48 +200,130 @@ GREEDY_STEPS = 64
 """A greedy step spends about 1/GREEDY_STEPS of what is left (then single episodes)."""
 
 
+class Transfer(Protocol):
+    """How episodes in one cell train the others, without forming their matrix ``T``
+    (:class:`analytics.steering.transfer.TransferModel` is one)."""
+
+    def columns(self, cells: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> FloatArray:
+        """``T[rows][:, cells]``: what one episode in each of ``cells`` counts for each cell
+        of ``rows`` (all cells when None; 0 in its own)."""
+        ...
+
+    def reach(self, x: npt.ArrayLike) -> FloatArray:
+        """``T.T @ x``: for values ``x`` per cell, what an episode in each cell is worth in
+        the other cells it helps."""
+        ...
+
+
+class DenseTransfer:
+    """A :class:`Transfer` given as its matrix (finite, >= 0, square; diagonal ignored)."""
+
+    def __init__(self, matrix: npt.ArrayLike) -> None:
+        self.matrix = np.array(matrix, dtype=np.float64)
+        np.fill_diagonal(self.matrix, 0.0)
+
+    def columns(self, cells: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> FloatArray:
+        js = np.asarray(cells, dtype=np.int64).reshape(-1)
+        if rows is None:
+            return self.matrix[:, js]
+        return self.matrix[np.asarray(rows, dtype=np.int64).reshape(-1)][:, js]
+
+    def reach(self, x: npt.ArrayLike) -> FloatArray:
+        return np.asarray(self.matrix.T @ np.asarray(x, dtype=np.float64), dtype=np.float64)
+
+
+# Rounding in the bounds must never hide the best block: a bound this close to the best
+# exact gain is looked at too.
+_BOUND_SLACK = 1e-9
+_FIRST_BATCH = 16  # candidates weighed exactly at once (then twice as many, and so on)
+_MAX_BATCH = 256  # so a batch holds at most 256 columns of T
+_DENSE_CELLS = 512  # up to this many cells a model's matrix is formed (quicker than sums)
+
+
 def waterfill_with_transfer(
     amplitude: npt.ArrayLike,
     n: npt.ArrayLike,
     cost: npt.ArrayLike,
     b: float,
     budget: float,
-    transfer: npt.ArrayLike,
+    transfer: npt.ArrayLike | Transfer,
+    *,
+    weigh_all: bool = False,
 ) -> IntArray:
     """Whole episodes per cell maximising total gain within ``budget`` when episodes in one
-    cell also train others: ``k`` episodes in cell ``j`` add ``transfer[i, j] * k`` to cell
+    cell also train others: ``k`` episodes in cell ``j`` add ``T[i, j] * k`` to cell
     ``i``'s (effective) count ``n_i``, and cell ``i`` gains ``amplitude_i * ((n_i + 1) ** -b
-    - (n_i + added_i + 1) ** -b)``.
+    - (n_i + added_i + 1) ** -b)``. ``transfer`` is ``T`` as a matrix or a :class:`Transfer`.
 
     The total is concave in the allocation but no longer a sum over cells, so there is no
     price that settles each cell on its own: the budget is spent greedily, each step buying
     the block of episodes (about a :data:`GREEDY_STEPS`-th of what is left, at least one)
     that gains most per unit of cost over every cell it helps, until nothing affordable
-    gains. ``sum(cost * k) <= budget`` always holds. Raises ValueError as :func:`waterfill`
-    and for a transfer matrix that is not square, finite and >= 0.
+    gains. ``sum(cost * k) <= budget`` always holds.
+
+    Each step finds that block without weighing every cell against every other (a gap
+    report's thousands of cells would make that millions of terms a step): a block's gain
+    in its own cell is exact, and in every other cell at most the slope there times what
+    reaches it (the gain is concave), which :meth:`Transfer.reach` gives for all cells at
+    once. Blocks are then weighed exactly (a column of ``T`` each), in order of that bound,
+    until the best exact gain beats every bound left: the block chosen is the one weighing
+    them all would choose. ``weigh_all`` weighs every block exactly instead (``cells ** 2``
+    terms a step): the reference the bounds are tested and benchmarked against. Raises
+    ValueError as :func:`waterfill` and for a transfer matrix that is not square, finite
+    and >= 0.
     """
     amp, n_arr, cost_arr = _checked(amplitude, n, cost, b, budget)
-    t = np.asarray(transfer, dtype=np.float64)
-    if t.shape != (amp.size, amp.size) or not np.all(np.isfinite(t)) or np.any(t < 0):
-        raise ValueError("transfer must be a finite, non-negative cells x cells matrix")
-    spread = t.copy()
-    np.fill_diagonal(spread, 1.0)  # an episode counts whole in its own cell
+    spread: Transfer
+    if hasattr(transfer, "columns") and hasattr(transfer, "reach"):
+        spread = cast(Transfer, transfer)
+        form = getattr(transfer, "matrix", None)
+        if amp.size <= _DENSE_CELLS and callable(form):
+            spread = DenseTransfer(form())  # few cells: the matrix is small and quicker
+    else:
+        t = np.asarray(transfer, dtype=np.float64)
+        if t.shape != (amp.size, amp.size) or not np.all(np.isfinite(t)) or np.any(t < 0):
+            raise ValueError("transfer must be a finite, non-negative cells x cells matrix")
+        spread = DenseTransfer(t)
     k = np.zeros(amp.size, dtype=np.int64)
-    m = n_arr.copy()
+    # Only cells that can still gain are weighed (every cell is a candidate to buy in).
+    live = np.flatnonzero(amp > 0)
+    position = np.full(amp.size, -1, dtype=np.int64)
+    position[live] = np.arange(live.size)
+    amp_live, m = amp[live], n_arr[live].copy()
+    slope = np.zeros(amp.size)
+    own = np.zeros(amp.size)
     left = float(budget)
-    while True:
+    while live.size:
         most = np.floor(left / cost_arr + 1e-9)
         if not np.any(most >= 1):
             break
         step = np.minimum(np.maximum(np.floor(left / cost_arr / GREEDY_STEPS), 1.0), most)
         step = np.where(most >= 1, step, 0.0)
-        # gain[i, j]: what cell i gains from a block in cell j
-        gain = power_gain(amp[:, None], m[:, None], b, spread * step[None, :])
-        per_cost = np.where(step > 0, gain.sum(axis=0) / np.maximum(step * cost_arr, 1e-300), 0)
-        j = int(np.argmax(per_cost))
-        if not per_cost[j] > 0:
+        outlay = np.maximum(step * cost_arr, 1e-300)
+        own[live] = power_gain(amp_live, m, b, step[live])
+        slope[live] = amp_live * b * np.power(m + 1.0, -b - 1.0)
+        bound = np.where(step > 0, (own + step * spread.reach(slope)) / outlay, 0.0)
+        best, j, best_reach = 0.0, -1, np.zeros(0)
+        order = np.argsort(-bound, kind="stable")
+        start, batch = 0, order.size if weigh_all else _FIRST_BATCH
+        while start < order.size:
+            # The next candidates by bound, weighed exactly together.
+            chosen = order[start : start + batch]
+            chosen = chosen[bound[chosen] >= max(best * (1.0 - _BOUND_SLACK), 1e-300)]
+            if chosen.size == 0:
+                break
+            reached = spread.columns(chosen, live) * step[chosen][None, :]
+            inside = position[chosen] >= 0
+            reached[position[chosen][inside], np.flatnonzero(inside)] = step[chosen][inside]
+            exact = power_gain(amp_live[:, None], m[:, None], b, reached).sum(axis=0)
+            exact /= outlay[chosen]
+            top = int(np.argmax(exact))
+            if exact[top] > best or (exact[top] == best and j >= 0 and chosen[top] < j):
+                best, j, best_reach = float(exact[top]), int(chosen[top]), reached[:, top]
+            start, batch = start + batch, min(batch * 2, _MAX_BATCH)
+        if j < 0 or not best > 0:
             break
         k[j] += int(step[j])
-        m += spread[:, j] * step[j]
+        m += best_reach
         left -= float(step[j] * cost_arr[j])
     return k

@@ -16,6 +16,7 @@ from analytics.steering.recommend import (
     parse_request,
     recommend,
 )
+from analytics.steering.recommend.rationale import _by_source
 from analytics.steering.transfer import (
     STRENGTH_GRID,
     CellStructure,
@@ -23,7 +24,7 @@ from analytics.steering.transfer import (
     estimate_transfer,
     transfer_matrix,
 )
-from analytics.steering.waterfill import waterfill, waterfill_with_transfer
+from analytics.steering.waterfill import DenseTransfer, waterfill, waterfill_with_transfer
 from campaigns.planning.gain import power_gain
 
 DIMENSIONS = (
@@ -318,9 +319,9 @@ def test_bad_conditions_are_refused_naming_the_cell():
 
 @settings(max_examples=60, deadline=None)
 @given(
-    size=st.integers(1, 8),
+    size=st.integers(1, 12),
     seed=st.integers(0, 10_000),
-    budget=st.floats(0, 500),
+    budget=st.floats(0, 3000),
     b=st.floats(0.2, 1.5),
 )
 def test_allocations_with_transfer_are_whole_non_negative_and_within_budget(size, seed, budget, b):
@@ -333,6 +334,10 @@ def test_allocations_with_transfer_are_whole_non_negative_and_within_budget(size
 
     k = waterfill_with_transfer(amplitude, n, cost, b, budget, transfer)
 
+    # The bounds only skip blocks that cannot be best: weighing every block buys the same.
+    assert np.array_equal(
+        k, waterfill_with_transfer(amplitude, n, cost, b, budget, transfer, weigh_all=True)
+    )
     assert k.dtype.kind == "i"
     assert np.all(k >= 0)
     assert float(np.dot(cost, k)) <= budget + 1e-9
@@ -426,3 +431,85 @@ def test_a_stored_model_reads_back_by_dimension_name_over_other_cells():
         TransferModel.from_stored(
             other, {"dimensions": [{"name": "clutter", "strength": 1.2}], "evaluations": 2}
         )
+
+
+def _model(shape, strength, seed=0, unstated=0.0):
+    """A transfer model over every combination of ``shape`` values (some left unstated)."""
+    rng = np.random.default_rng(seed)
+    names = [f"d{i}" for i in range(len(shape))]
+    conditions = [
+        {name: f"v{v}" for name, v in zip(names, combo, strict=True) if rng.random() >= unstated}
+        for combo in itertools.product(*[range(size) for size in shape])
+    ]
+    structure = CellStructure.of(conditions)
+    s = np.zeros(len(structure.dimensions))
+    s[: len(strength)] = strength[: s.size]
+    return TransferModel(structure=structure, strength=s, low=s, high=s, evaluations=3)
+
+
+def _allocation_inputs(size, seed):
+    rng = np.random.default_rng(seed)
+    amplitude = rng.exponential(1.0, size) * (rng.random(size) < 0.7)
+    n = (rng.integers(0, 300, size) * (rng.random(size) < 0.6)).astype(float)
+    cost = rng.choice([0.5, 1.0, 2.0, 5.0], size) * rng.uniform(0.9, 1.1, size)
+    return amplitude, n, cost
+
+
+@pytest.mark.parametrize(
+    ("shape", "strength", "unstated", "budget"),
+    [
+        ((6, 5, 5, 4), (0.3, 0.1, 0.5, 0.2), 0.0, 3000.0),  # 600 cells: sums, not the matrix
+        ((6, 5, 5, 4), (0.65, 0.0, 0.4, 0.05), 0.1, 400.0),
+        ((3, 3, 2), (0.5, 0.3, 0.5), 0.2, 2000.0),  # few cells: the matrix
+    ],
+)
+def test_bounded_greedy_over_a_model_buys_what_weighing_its_matrix_buys(
+    shape, strength, unstated, budget
+):
+    model = _model(shape, strength, seed=3, unstated=unstated)
+    amplitude, n, cost = _allocation_inputs(model.structure.n_cells, seed=7)
+
+    bounded = waterfill_with_transfer(amplitude, n, cost, 0.6, budget, model)
+    every = waterfill_with_transfer(amplitude, n, cost, 0.6, budget, model.matrix(), weigh_all=True)
+
+    assert bounded.sum() > 0
+    assert np.array_equal(bounded, every)
+    assert float(np.dot(cost, bounded)) <= budget + 1e-9
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), unstated=st.floats(0.0, 0.5))
+def test_columns_are_the_matrix_columns_without_the_matrix(seed, unstated):
+    rng = np.random.default_rng(seed)
+    model = _model((3, 4, 2), list(rng.choice(STRENGTH_GRID[:-1], 3)), seed, unstated)
+    size = model.structure.n_cells
+    cells = rng.choice(size, rng.integers(1, 6), replace=False)
+    rows = np.sort(rng.choice(size, rng.integers(1, size + 1), replace=False))
+    matrix = model.matrix()
+
+    assert np.allclose(model.columns(cells), matrix[:, cells], atol=1e-15)
+    assert np.allclose(model.columns(cells, rows), matrix[rows][:, cells], atol=1e-15)
+    values = rng.random(size)
+    assert np.allclose(model.reach(values), matrix.T @ values, atol=1e-12)
+    assert np.allclose(DenseTransfer(matrix).reach(values), matrix.T @ values, atol=1e-12)
+
+
+def test_what_each_cells_episodes_avoid_is_shared_by_what_each_contributed():
+    model = _model((3, 3, 2), (0.5, 0.2, 0.3), seed=1)
+    size = model.structure.n_cells
+    rng = np.random.default_rng(2)
+    episodes = (rng.integers(0, 40, size) * (rng.random(size) < 0.4)).astype(np.int64)
+    avoided_in = rng.random(size)
+
+    by_source = _by_source(avoided_in, episodes, model)
+
+    # Cell i received episodes from every cell j: T[i, j] k_j of them (its own: k_i), and
+    # what it avoided is split among them in that proportion.
+    contribution = model.matrix() * episodes[None, :] + np.diag(episodes)
+    received = contribution.sum(axis=1)
+    expected = np.zeros(size)
+    for i in np.flatnonzero(received > 0):
+        expected += avoided_in[i] * contribution[i] / received[i]
+    assert np.allclose(by_source, expected, rtol=1e-12)
+    reached = received > 0
+    assert by_source.sum() == pytest.approx(avoided_in[reached].sum())

@@ -18,13 +18,11 @@ from analytics.services.steering.impact import (
     round_impact_policies,
 )
 from analytics.services.steering.recommendation import (
-    RECOMMEND_TRANSFER_CELLS,
     next_round_recommendation,
     round_plan_from_recommendation,
 )
 
 __all__ = [
-    "RECOMMEND_TRANSFER_CELLS",
     "REFIT_INTERVAL_CELLS",
     "ImpactUnavailable",
     "curves_refit",

@@ -15,10 +15,6 @@ from analytics.services.steering.impact import ImpactUnavailable
 from analytics.steering.transfer import TransferModel
 from campaigns.models import Campaign, CollectionRound
 
-RECOMMEND_TRANSFER_CELLS = 1000
-"""With transfer, the recommendation weighs at most this many of a report's cells (its
-highest-value ones): its allocation compares every candidate cell with every other."""
-
 
 def next_round_recommendation(
     *,
@@ -111,9 +107,9 @@ def next_round_recommendation(
     if stored_transfer:
         # An episode also trains the cells that share its conditions, so a cell without
         # production of its own can be worth capturing: every cell is a candidate (the
-        # report's highest-value ones when there are very many: the allocation weighs each
-        # candidate against every other).
-        chosen = list(range(min(len(stored), RECOMMEND_TRANSFER_CELLS)))
+        # allocation never forms the cells x cells transfer matrix, so a report's tens of
+        # thousands of cells are weighed whole).
+        chosen = list(range(len(stored)))
     else:
         chosen = [i for i, r in enumerate(stored) if r["target_share"] > 0]
     rows = [stored[i] for i in chosen]

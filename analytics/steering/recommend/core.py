@@ -89,10 +89,8 @@ def recommend(
         raise RecommendationInputError(
             f"transfer model covers {transfer.structure.n_cells} cells but {len(cells)} were given"
         )
-    spread: FloatArray | None = None
-    effective = counts
-    if transfer is not None and transfer.transfers:
-        spread, effective = transfer.matrix(), transfer.effective(counts)
+    live_transfer = transfer if transfer is not None and transfer.transfers else None
+    effective = live_transfer.effective(counts) if live_transfer is not None else counts
     n = effective[-1]
     if curves is None:
         curves = fit_curve_set(_rows(effective, eval_trials, eval_successes), n)
@@ -106,22 +104,24 @@ def recommend(
         scale = _amplitude_scale(curves, n, extra_failure_rate)
         curves = dataclasses.replace(curves, amplitude=curves.amplitude * scale)
         rank_amp = rank_amp * scale
-    if spread is None:
+    if live_transfer is None:
         episodes = waterfill(weight * rank_amp, n, cost, curves.b, budget)
         added = episodes.astype(np.float64)
     else:
-        episodes = waterfill_with_transfer(weight * rank_amp, n, cost, curves.b, budget, spread)
-        added = episodes + spread @ episodes
+        episodes = waterfill_with_transfer(
+            weight * rank_amp, n, cost, curves.b, budget, live_transfer
+        )
+        added = episodes + live_transfer.spread(episodes.astype(np.float64))
 
     rate_now = curves.rate(n)
     rate_after = curves.rate(n + added)
     avoided_in = weight * power_gain(curves.amplitude, n, curves.b, added)
-    avoided = _by_source(avoided_in, episodes, spread)
+    avoided = _by_source(avoided_in, episodes, live_transfer)
     before = float(np.dot(weight, rate_now))
     after = float(before - avoided_in.sum())
     marginal = weight * power_gain(curves.amplitude, n + added, curves.b, 1.0) / cost
     fail_low, fail_high = wilson_interval(trials - successes, trials)
-    helps = _helps(transfer, spread, p, episodes)
+    helps = _helps(live_transfer, p, episodes)
     rows = [
         CellRecommendation(
             id=cell.id,

@@ -11,17 +11,20 @@ from analytics.steering.text import format_count, format_interventions, format_p
 from analytics.steering.transfer import TransferModel
 
 
-def _by_source(avoided_in: FloatArray, episodes: IntArray, spread: FloatArray | None) -> FloatArray:
+def _by_source(
+    avoided_in: FloatArray, episodes: IntArray, transfer: TransferModel | None
+) -> FloatArray:
     """What each cell's episodes avoid: every cell's avoided interventions shared among the
-    cells whose episodes reached it, in proportion to what each contributed."""
-    if spread is None:
+    cells whose episodes reached it, in proportion to what each contributed (cell ``i``
+    got ``k_i + sum_j T[i, j] k_j``; cell ``j``'s part of it is ``T[i, j] k_j``, its own
+    ``k_i``), so ``k_j * (r_j + (T.T @ r)_j)`` with ``r`` the avoided per episode received."""
+    if transfer is None or not transfer.transfers:
         return avoided_in
-    contribution = spread * episodes[None, :]
-    np.fill_diagonal(contribution, episodes)
-    total = contribution.sum(axis=1)
+    k = episodes.astype(np.float64)
+    received = k + transfer.spread(k)
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.where(total[:, None] > 0, contribution / total[:, None], 0.0)
-    return np.asarray(avoided_in @ share, dtype=np.float64)
+        per = np.where(received > 0, avoided_in / received, 0.0)
+    return np.asarray(k * (per + transfer.reach(per)), dtype=np.float64)
 
 
 HELP_THRESHOLD = 0.05
@@ -30,18 +33,21 @@ HELP_THRESHOLD = 0.05
 
 def _helps(
     transfer: TransferModel | None,
-    spread: FloatArray | None,
     share: FloatArray,
     episodes: IntArray,
 ) -> dict[int, str]:
     """Per allocated cell, the words for the other cells its episodes help."""
-    if transfer is None or spread is None:
+    if transfer is None or not transfer.transfers:
         return {}
     structure = transfer.structure
-    out = {}
-    for j in np.flatnonzero(episodes > 0).tolist():
+    out: dict[int, str] = {}
+    allocated = np.flatnonzero(episodes > 0)
+    if allocated.size == 0:
+        return out
+    reach = transfer.columns(allocated)
+    for column, j in enumerate(allocated.tolist()):
         helped = [
-            i for i in np.flatnonzero(spread[:, j] >= HELP_THRESHOLD).tolist() if share[i] > 0
+            i for i in np.flatnonzero(reach[:, column] >= HELP_THRESHOLD).tolist() if share[i] > 0
         ]
         if not helped:
             continue
