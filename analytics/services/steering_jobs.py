@@ -23,6 +23,10 @@ from campaigns.models import CollectionRound
 IMPACT = "round_impact"
 RECOMMEND = "recommend"
 STEERING_KINDS = (IMPACT, RECOMMEND)
+LEASE_SECONDS_PER_CELL = 0.05
+"""How long a recommendation may run without a heartbeat, per cell of its gap report: every
+cell is a candidate, and it allocates the round and up to 30 more in its projection (about
+a millisecond a cell each, ``bench/transfer_allocation.py``)."""
 
 
 def round_steering_job(
@@ -141,6 +145,9 @@ def round_recommendation_run(*, job_id: str) -> None:
         if report is None:
             raise JobFailed("Measure the round's impact first.")
         ctx.progress(0, 2, "Refitting learning curves and spending the budget", force=True)
+        latest = gap_report_latest(campaign=round.campaign)
+        if latest is not None:
+            ctx.extend_lease(60 + latest.cells.count() * LEASE_SECONDS_PER_CELL)
         try:
             recommendation = next_round_recommendation(
                 campaign=round.campaign, budget=params.get("budget")
