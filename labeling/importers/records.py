@@ -2,11 +2,12 @@
 
 COPY stops at the first malformed record, so on its own the staging path could name one
 ragged row where a file has hundreds; and some input it reads without complaint but not as a
-person meant: a line holding only ``\\.`` ends its data (the rest of the file is silently
-dropped), and a ``"`` inside an unquoted value opens a quoted section that swallows the
-following lines into that value. :class:`RecordScanner` reads the text with COPY's rules and
-lists such problems (the first :data:`~labeling.importers.errors.MAX_REPORTED`, and how
-many in all), each naming its row, column and what was expected.
+person meant: a line holding only ``\\.`` ends its data up to PostgreSQL 17 (the rest of
+the file is silently dropped; from 18 it is a value), and a ``"`` inside an unquoted value
+opens a quoted section that swallows the following lines into that value.
+:class:`RecordScanner` reads the text with COPY's rules and lists such problems (the first
+:data:`~labeling.importers.errors.MAX_REPORTED`, and how many in all), each naming its row,
+column and what was expected.
 
 COPY's rules: a quote character toggles quoting wherever it appears (a doubled quote inside
 a quoted value toggles twice); outside quotes a delimiter ends a field and a newline ends a
@@ -102,8 +103,9 @@ class RecordScanner:
             if line == END_OF_DATA and not self.in_header:
                 self.records += 1
                 self._add(
-                    "a line holding only \\. ends PostgreSQL's data here: the rest of the file "
-                    'would be dropped; quote it ("\\.") or remove it'
+                    "a line holding only \\. ends the data to PostgreSQL up to version 17 (the "
+                    "rest of the file would be dropped) and is a value from 18: quote it "
+                    '("\\.") or remove it'
                 )
                 return
             if b'"' not in line:  # the common case: no quoting at all
