@@ -93,11 +93,15 @@ class CellStructure:
     def n_cells(self) -> int:
         return int(self.codes.shape[0])
 
-    def differ(self) -> npt.NDArray[np.bool_]:
-        """``[i, j, d]``: cells i and j differ in dimension d (or either does not state it)."""
-        codes = self.codes
-        unknown = codes < 0
-        return (codes[:, None, :] != codes[None, :, :]) | unknown[:, None, :] | unknown[None, :, :]
+    def differ(
+        self, rows: npt.ArrayLike | None = None, cells: npt.ArrayLike | None = None
+    ) -> npt.NDArray[np.bool_]:
+        """``[i, j, d]``: cell ``rows[i]`` and cell ``cells[j]`` differ in dimension d (or
+        either does not state it); every cell where ``rows`` or ``cells`` is None."""
+        mine = self.codes if rows is None else self.codes[np.asarray(rows, dtype=np.int64)]
+        theirs = self.codes if cells is None else self.codes[np.asarray(cells, dtype=np.int64)]
+        unknown = (mine < 0)[:, None, :] | (theirs < 0)[None, :, :]
+        return (mine[:, None, :] != theirs[None, :, :]) | unknown
 
     def group(self, inside: tuple[bool, ...]) -> tuple[IntArray, IntArray, int]:
         """The cells that state every dimension marked ``inside`` and, for each of them,
@@ -190,14 +194,11 @@ class TransferModel:
         """``T[rows][:, cells]``: what one episode in each of ``cells`` counts for each cell of
         ``rows`` (all cells when None; 0 in its own), in ``O(rows * cells * dimensions)``."""
         js = np.asarray(cells, dtype=np.int64).reshape(-1)
-        every = self.structure.codes
-        at = np.arange(every.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
-        codes = every[at]
+        at = np.arange(self.structure.n_cells) if rows is None else np.asarray(rows, np.int64)
+        differ = self.structure.differ(at, js)
         out = np.ones((at.size, js.size))
-        for d, strength in enumerate(self.strength.tolist()):
-            mine = every[js, d]
-            same = (codes[:, d, None] == mine[None, :]) & (codes[:, d] >= 0)[:, None]
-            out *= np.where(same, 1.0, strength)
+        for d, strength in enumerate(self.strength.tolist()):  # no rows x cells x dims floats
+            out *= np.where(differ[:, :, d], strength, 1.0)
         out[at[:, None] == js[None, :]] = 0.0
         return out
 

@@ -226,7 +226,7 @@ class DenseTransfer:
         js = np.asarray(cells, dtype=np.int64).reshape(-1)
         if rows is None:
             return self.matrix[:, js]
-        return self.matrix[np.asarray(rows, dtype=np.int64).reshape(-1)][:, js]
+        return self.matrix[np.ix_(np.asarray(rows, dtype=np.int64).reshape(-1), js)]
 
     def reach(self, x: npt.ArrayLike) -> FloatArray:
         return np.asarray(self.matrix.T @ np.asarray(x, dtype=np.float64), dtype=np.float64)

@@ -540,12 +540,10 @@ class Staging(StagingTables):
             return int(cur.rowcount)
 
 
+# A line holding only \. (outside quotes the scan decides whether it is one).
+_END_OF_DATA_LINE = re.compile(rb"^" + re.escape(END_OF_DATA) + rb"\r?$", re.MULTILINE)
+
+
 def _may_end_data(data: bytes) -> bool:
-    """Whether a line of ``data`` holds only ``\\.`` (outside quotes the scan decides)."""
-    return (
-        data.startswith((END_OF_DATA + b"\n", END_OF_DATA + b"\r\n"))
-        or data == END_OF_DATA
-        or b"\n" + END_OF_DATA + b"\n" in data
-        or b"\n" + END_OF_DATA + b"\r\n" in data
-        or data.endswith(b"\n" + END_OF_DATA)
-    )
+    """Whether a line of ``data`` holds only ``\\.``."""
+    return _END_OF_DATA_LINE.search(data) is not None

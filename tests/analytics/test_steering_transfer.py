@@ -16,7 +16,7 @@ from analytics.steering.recommend import (
     parse_request,
     recommend,
 )
-from analytics.steering.recommend.rationale import _by_source
+from analytics.steering.recommend.rationale import _by_source, _helps
 from analytics.steering.transfer import (
     STRENGTH_GRID,
     CellStructure,
@@ -513,3 +513,25 @@ def test_what_each_cells_episodes_avoid_is_shared_by_what_each_contributed():
     assert np.allclose(by_source, expected, rtol=1e-12)
     reached = received > 0
     assert by_source.sum() == pytest.approx(avoided_in[reached].sum())
+
+
+def test_the_words_name_the_cells_an_allocation_helps_and_what_they_share():
+    structure = CellStructure.of(_conditions())  # lighting x clutter x wear, 18 cells
+    strength = np.array([0.5, 0.3, 0.0])  # wear transfers nothing
+    model = TransferModel(
+        structure=structure, strength=strength, low=strength, high=strength, evaluations=4
+    )
+    cells = _conditions()
+    j = cells.index({"lighting": "dim sodium", "clutter": "dense", "wear": "worn"})
+    share = np.full(18, 1 / 18)
+    silent = cells.index({"lighting": "glare", "clutter": "sparse", "wear": "worn"})
+    share[silent] = 0.0  # helped, but it holds no production: not named
+    episodes = np.zeros(18, dtype=np.int64)
+    episodes[j] = 40
+
+    words = _helps(model, share, episodes)
+
+    # Worn cells that differ in lighting (0.5), clutter (0.3) or both (0.15): 8, one of them
+    # without production; none across wear, and nothing for cells without episodes.
+    assert set(words) == {j}
+    assert words[j] == "also help 7 cells under worn that hold 39% of production"  # 7 / 18

@@ -30,6 +30,8 @@ def _by_source(
 HELP_THRESHOLD = 0.05
 """A cell is said to be helped by another's episodes when one of them counts this much."""
 
+_HELPS_AT_ONCE = 256  # allocated cells whose columns of T are formed together
+
 
 def _helps(
     transfer: TransferModel | None,
@@ -40,29 +42,27 @@ def _helps(
     if transfer is None or not transfer.transfers:
         return {}
     structure = transfer.structure
+    codes = structure.codes
     out: dict[int, str] = {}
     allocated = np.flatnonzero(episodes > 0)
-    if allocated.size == 0:
-        return out
-    reach = transfer.columns(allocated)
-    for column, j in enumerate(allocated.tolist()):
-        helped = [
-            i for i in np.flatnonzero(reach[:, column] >= HELP_THRESHOLD).tolist() if share[i] > 0
-        ]
-        if not helped:
-            continue
-        codes = structure.codes
-        common = [
-            structure.values[d][codes[j, d]]
-            for d in range(len(structure.dimensions))
-            if codes[j, d] >= 0 and all(codes[i, d] == codes[j, d] for i in helped)
-        ]
-        under = f" under {' · '.join(common)}" if common else ""
-        noun = "cell" if len(helped) == 1 else "cells"
-        out[j] = (
-            f"also help {len(helped)} {noun}{under} that hold "
-            f"{format_percent(float(share[helped].sum()))} of production"
-        )
+    for start in range(0, allocated.size, _HELPS_AT_ONCE):
+        chunk = allocated[start : start + _HELPS_AT_ONCE]
+        reach = transfer.columns(chunk)
+        for column, j in enumerate(chunk.tolist()):
+            helped = np.flatnonzero((reach[:, column] >= HELP_THRESHOLD) & (share > 0))
+            if helped.size == 0:
+                continue
+            common = [
+                structure.values[d][codes[j, d]]
+                for d in np.flatnonzero((codes[helped] == codes[j]).all(axis=0)).tolist()
+                if codes[j, d] >= 0
+            ]
+            under = f" under {' · '.join(common)}" if common else ""
+            noun = "cell" if helped.size == 1 else "cells"
+            out[j] = (
+                f"also help {helped.size} {noun}{under} that hold "
+                f"{format_percent(float(share[helped].sum()))} of production"
+            )
     return out
 
 

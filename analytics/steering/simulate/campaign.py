@@ -169,12 +169,13 @@ def simulate(
     world's truth, ``"informed"`` (:data:`INFORMED`) the one that knows all of it but each
     cell's own amplitude and exponent. Raises ValueError for an unknown strategy.
     """
-    if strategy_name in _REFERENCES:
-        world = make_world(seed, budget=budget, config=config)
-        strategy = _REFERENCES[strategy_name](world)
-    else:
-        strategy = get_strategy(strategy_name, seed=seed, exploration=exploration)
-        world = make_world(seed, budget=budget, config=config)
+    world = make_world(seed, budget=budget, config=config)
+    reference = _REFERENCES.get(strategy_name)
+    strategy = (
+        reference(world)
+        if reference is not None
+        else get_strategy(strategy_name, seed=seed, exploration=exploration)
+    )
     result = run_campaign(
         world,
         strategy,

@@ -59,20 +59,13 @@ def informed_curves(world: World, observation: Observation) -> HiddenCurves:
     a = np.minimum(np.exp(log_a), 0.95 - truth.f_inf[:, None])  # cells x amplitudes
     log_prior = -0.5 * _SPREAD_POINTS**2
 
-    def multiplier(round: int) -> FloatArray:
-        """Each cell's amplitude multiplier in force after ``round`` rounds (the drift, once
-        it has happened)."""
-        if truth.drift is None or truth.drift_round is None or round < truth.drift_round:
-            return np.ones(truth.f_inf.size)
-        return truth.drift
-
     f = truth.f_inf[:, None, None]
     log_post = np.broadcast_to(log_prior, (a.shape[0], b.size, a.shape[1])).copy()
     for e in range(observation.eval_trials.shape[0]):
         trials = observation.eval_trials[e]
         failures = trials - observation.eval_successes[e]
         x = np.power(truth.effective(observation.eval_train_count[e])[:, None] + 1.0, -b[None, :])
-        rate = f + (multiplier(e)[:, None] * a)[:, None, :] * x[:, :, None]
+        rate = f + (truth.drift_at(e)[:, None] * a)[:, None, :] * x[:, :, None]
         rate = np.clip(rate, _EPS, 1.0 - _EPS)
         log_post += failures[:, None, None] * np.log(rate)
         log_post += (trials - failures)[:, None, None] * np.log1p(-rate)
@@ -81,7 +74,7 @@ def informed_curves(world: World, observation: Observation) -> HiddenCurves:
 
     n_now = truth.effective(observation.train_count)
     level = np.power(n_now[:, None] + 1.0, -b[None, :])  # cells x exponents
-    excess = (multiplier(observation.round)[:, None] * a)[:, None, :] * level[:, :, None]
+    excess = (truth.drift_at(observation.round)[:, None] * a)[:, None, :] * level[:, :, None]
     rate = (post * excess).sum(axis=(1, 2))
     slope = (post * excess * b[None, :, None]).sum(axis=(1, 2))
     exponent = np.where(rate > 0, slope / np.maximum(rate, _EPS), b.mean())

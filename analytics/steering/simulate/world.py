@@ -113,6 +113,13 @@ class HiddenCurves:
     drift: FloatArray | None = None
     drift_round: int | None = None
 
+    def drift_at(self, round: int) -> FloatArray:
+        """Return each cell's amplitude multiplier in force once ``round`` rounds are trained
+        (1 before the drift, and everywhere without one)."""
+        if self.drift is None or self.drift_round is None or round < self.drift_round:
+            return np.ones(self.a.size)
+        return self.drift
+
     def at(self, round: int) -> HiddenCurves:
         """Return the curves in force once ``round`` rounds are trained, drift applied."""
         if self.drift is None or self.drift_round is None:
@@ -120,7 +127,7 @@ class HiddenCurves:
         if round < self.drift_round:
             return dataclasses.replace(self, drift=None, drift_round=None)
         return HiddenCurves(
-            f_inf=self.f_inf, a=self.a * self.drift, b=self.b, transfer=self.transfer
+            f_inf=self.f_inf, a=self.a * self.drift_at(round), b=self.b, transfer=self.transfer
         )
 
     def effective(self, n: npt.ArrayLike) -> FloatArray:
