@@ -57,7 +57,7 @@ rates from :meth:`CurveSet.rate` with the shared ``f_inf`` and ``b`` (its gain
 """
 
 from analytics.learning.curveset import CurveSet
-from analytics.learning.fit import FLOOR_EVIDENCE, fit_curve_set
+from analytics.learning.fit import FLOOR_EVIDENCE, fit_curve_set, fit_history
 from analytics.learning.posteriors import (
     CONDITION_RIDGE,
     EXPONENT_OFFSET_GRID,
@@ -79,4 +79,5 @@ __all__ = [
     "FloatArray",
     "IntArray",
     "fit_curve_set",
+    "fit_history",
 ]

@@ -179,3 +179,46 @@ def fit_curve_set(
         failures=rows.failures_per_cell(),
         exponent=curve.b + offset if exponents else None,
     )
+
+
+def fit_history(
+    train_count: npt.ArrayLike,
+    trials: npt.ArrayLike,
+    successes: npt.ArrayLike,
+    current_train_count: npt.ArrayLike,
+    *,
+    conditions: npt.ArrayLike | None = None,
+) -> CurveSet:
+    """The curves steering acts on, refitted on an evaluation history: the one refit of the
+    recommender (:func:`analytics.steering.recommend.recommend` with a ``history``), of the
+    in-app refit after every evaluation import, and of the simulated steered strategy, so
+    what ``bench/steering.py`` measures is what the app and ``manage.py recommend`` run.
+
+    ``train_count`` / ``trials`` / ``successes`` hold one row per evaluation, oldest first,
+    and one column per cell (training counts effective ones when episodes transfer);
+    ``current_train_count`` is each cell's training now. With two or more evaluations each
+    cell has its own exponent and ``conditions`` (cells x dimensions value codes, -1 for a
+    value not stated) centre its amplitude prior (see the module docstring: a shared
+    exponent misreads a cell's rate now wherever it learns faster or slower than the pool).
+    With one there is no history: every cell is read from its current outcomes, row for
+    row, around the pooled curve, as a recommendation without history always was. Raises
+    ValueError on malformed input.
+    """
+    t = np.atleast_2d(np.asarray(trials, dtype=np.float64))
+    n = np.atleast_2d(np.asarray(train_count, dtype=np.float64))
+    s = np.atleast_2d(np.asarray(successes, dtype=np.float64))
+    if not n.shape == t.shape == s.shape:
+        raise ValueError(
+            f"evaluation arrays must agree in shape, got {n.shape}, {t.shape}, {s.shape}"
+        )
+    if n.shape[0] == 1:
+        return fit_curve_set(EvaluationRows.snapshot(n[0], t[0], s[0]), current_train_count)
+    if n.shape[0] == 0:  # nothing evaluated yet: every cell holds the pooled prior
+        return fit_curve_set(EvaluationRows.of_evaluations(n, t, s), current_train_count)
+    codes = None if conditions is None else np.asarray(conditions, dtype=np.int64)
+    return fit_curve_set(
+        EvaluationRows.of_evaluations(n, t, s),
+        current_train_count,
+        exponents=True,
+        conditions=codes if codes is not None and codes.size else None,
+    )

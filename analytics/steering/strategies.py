@@ -5,11 +5,13 @@ episodes per cell whose cost fits the round's budget. None of them can see how t
 really responds to data: they get the observable record only (this module imports nothing
 from the simulator, and a test keeps it that way).
 
-* **steered** — learn how much an episode in one cell helps another from the evaluation
-  history (:mod:`analytics.steering.transfer`; none until a second evaluation shows it),
-  refit the learning curves on that history at effective counts
-  (:func:`analytics.learning.fit_curve_set` with an exponent per cell and a prior on each
-  cell's amplitude from its conditions: what decides a round is every cell's failure rate
+* **steered** — what ``manage.py recommend`` does given the observable record as its input
+  (cells with conditions and costs, earlier evaluations as history): learn how much an
+  episode in one cell helps another from the evaluation history
+  (:mod:`analytics.steering.transfer`; none until a second evaluation shows it), refit the
+  learning curves on that history at effective counts
+  (:func:`analytics.learning.fit_history`: an exponent per cell and a prior on each cell's
+  amplitude from its conditions, because what decides a round is every cell's failure rate
   now, and a shared exponent misreads it wherever a cell learns faster or slower than the
   pool) and spend the budget, in cost units, with the recommender
   (:func:`analytics.steering.recommend.recommend`).
@@ -26,9 +28,8 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from analytics.learning import EvaluationRows, fit_curve_set
 from analytics.steering.observation import FloatArray, IntArray, Observation, Strategy
-from analytics.steering.recommend import CellInput, Exploration, recommend
+from analytics.steering.recommend import CellInput, Exploration, HistoryRound, recommend
 from analytics.steering.transfer import CellStructure, TransferModel, estimate_transfer
 
 STRATEGY_NAMES: tuple[str, ...] = ("steered", "uniform", "proportional", "more-of-the-same")
@@ -86,18 +87,6 @@ def more_of_the_same(observation: Observation) -> IntArray:
     )
 
 
-def evaluation_rows(
-    observation: Observation, train_count: npt.ArrayLike | None = None
-) -> EvaluationRows:
-    """Return the observation's evaluation history as rows for the curve refit
-    (``train_count``, one row per evaluation, replaces the evaluated policies' own counts:
-    their effective counts when episodes transfer between cells)."""
-    counts = observation.eval_train_count if train_count is None else train_count
-    return EvaluationRows.of_evaluations(
-        counts, observation.eval_trials, observation.eval_successes
-    )
-
-
 def learn_transfer(observation: Observation) -> TransferModel | None:
     """The transfer between the observation's cells its evaluations show (None when the
     cells name no conditions)."""
@@ -117,11 +106,44 @@ STEERED_WITHOUT_TRANSFER = "steered-no-transfer"
 not among :data:`STRATEGY_NAMES`."""
 
 
+def history_of(observation: Observation) -> list[HistoryRound]:
+    """The observation's earlier evaluations as a recommendation's ``history``: per round,
+    oldest first, each cell's trials and successes and the episodes added after it (cells
+    neither evaluated nor given episodes are not named)."""
+    counts, trials, successes = (
+        observation.eval_train_count,
+        observation.eval_trials,
+        observation.eval_successes,
+    )
+    rounds = []
+    for e in range(counts.shape[0] - 1):
+        added = counts[e + 1] - counts[e]
+        named = np.flatnonzero((trials[e] > 0) | (added > 0))
+        rounds.append(
+            HistoryRound(
+                round=e,
+                cells={
+                    observation.labels[i]: (
+                        int(trials[e, i]),
+                        int(successes[e, i]),
+                        round(float(added[i])),
+                    )
+                    for i in named.tolist()
+                },
+            )
+        )
+    return rounds
+
+
 def make_steered(
     *, seed: int = 0, exploration: Exploration | None = None, transfer: bool = True
 ) -> Callable[[Observation], IntArray]:
-    """Return the steered strategy: learn the transfer between cells (unless ``transfer``
-    is false) and refit the curves on the history (at effective counts), then recommend.
+    """Return the steered strategy: what ``manage.py recommend`` does with the observable
+    record as its input (each cell's share, training, cost, conditions and latest outcomes,
+    and the earlier evaluations as ``history``). The transfer is learnt from that history by
+    the same estimator, without its intervals (``transfer`` false: cells taken as
+    independent); the curves are refitted by the recommender itself
+    (:func:`analytics.learning.fit_history`).
 
     The recommender's seed is ``seed`` plus the round number, so a campaign is
     reproducible and Thompson draws differ between rounds.
@@ -129,18 +151,7 @@ def make_steered(
     learns = transfer
 
     def steered(observation: Observation) -> IntArray:
-        transfer = learn_transfer(observation) if learns else None
-        counts, now = observation.eval_train_count, observation.train_count
-        if transfer is not None and transfer.transfers:
-            counts, now = transfer.effective(counts), transfer.effective(now)
-        curves = fit_curve_set(
-            evaluation_rows(observation, counts),
-            now,
-            exponents=True,
-            conditions=CellStructure.of(observation.conditions).codes
-            if observation.conditions
-            else None,
-        )
+        conditions = observation.conditions
         cells = [
             CellInput(
                 id=label,
@@ -149,17 +160,21 @@ def make_steered(
                 trials=int(observation.latest_trials[i]),
                 successes=int(observation.latest_successes[i]),
                 cost_per_episode=float(observation.cost_per_episode[i]),
+                conditions=dict(conditions[i]) if conditions else None,
             )
             for i, label in enumerate(observation.labels)
         ]
+        model = learn_transfer(observation)
+        if model is not None and not learns:
+            model = TransferModel.none(model.structure, int(observation.eval_trials.shape[0]))
         result = recommend(
             cells,
             observation.budget,
             observation.cycles_per_day,
             seed=seed + observation.round,
             exploration=exploration,
-            curves=curves,
-            transfer=transfer,
+            history=history_of(observation),
+            transfer=model,
         )
         return result.episodes.copy()
 
@@ -189,7 +204,6 @@ __all__ = [
     "STEERED_WITHOUT_TRANSFER",
     "STRATEGY_NAMES",
     "FloatArray",
-    "evaluation_rows",
     "get_strategy",
     "learn_transfer",
     "make_steered",

@@ -238,3 +238,54 @@ def test_simulate_campaign_plays_a_world_family_with_a_reference_that_reads_the_
     assert result["strategy"] == strategy
     assert result["interventions_per_day"][2] < result["interventions_per_day"][0]
     assert result["episodes"][2] <= 10_000  # the budget caps what it buys
+
+
+def test_the_simulated_steered_strategy_is_what_manage_py_recommend_does(tmp_path):
+    # bench/steering.py measures the steered strategy; what it measures must be the
+    # recommendation a person gets from the same record written as the command's input
+    # (cells with costs and conditions, the earlier evaluations as history).
+    from analytics.steering.simulate import WORLDS, make_world
+    from analytics.steering.strategies import history_of, make_steered
+
+    world = make_world(7, config=WORLDS["all"])
+    steered = make_steered(seed=3)
+    for _ in range(3):
+        world.train(steered(world.observe()))
+        world.evaluate()
+    seen = world.observe()
+    data = {
+        "budget": seen.budget,
+        "cycles_per_day": seen.cycles_per_day,
+        "cells": [
+            {
+                "id": label,
+                "target_share": float(seen.target_share[i]),
+                "train_count": float(seen.train_count[i]),
+                "trials": int(seen.latest_trials[i]),
+                "successes": int(seen.latest_successes[i]),
+                "cost_per_episode": float(seen.cost_per_episode[i]),
+                "conditions": dict(seen.conditions[i]),
+            }
+            for i, label in enumerate(seen.labels)
+        ],
+        "history": [
+            {
+                "round": past.round,
+                "cells": [
+                    {"id": cell, "trials": t, "successes": s, "added": added}
+                    for cell, (t, s, added) in past.cells.items()
+                ],
+            }
+            for past in history_of(seen)
+        ],
+    }
+    stdout = StringIO()
+
+    call_command("recommend", "--input", _write(tmp_path, data), "--seed", "6", stdout=stdout)
+
+    printed = json.loads(stdout.getvalue())
+    episodes = {row["id"]: row["episodes"] for row in printed["allocations"]}
+    expected = steered(seen)
+    assert len(data["history"]) == 3 and printed["transfer"]["evaluations"] == 4
+    assert expected.sum() > 0
+    assert [episodes.get(label, 0) for label in seen.labels] == expected.tolist()

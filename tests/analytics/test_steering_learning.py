@@ -269,3 +269,37 @@ def test_conditions_carry_what_cells_sharing_a_value_show_to_a_thinly_evaluated_
     assert high[11] / low[11] < 0.5 * plain_high[11] / plain_low[11]
     with pytest.raises(ValueError, match="exponents=True"):
         fit_curve_set(rows, np.full(12, 800.0), conditions=codes)
+
+
+def test_fit_history_is_the_snapshot_fit_without_history_and_per_cell_exponents_with_it():
+    # One refit for the recommender, the app and the simulated steered strategy.
+    from analytics.learning import fit_history
+
+    rng = np.random.default_rng(11)
+    cells = 24
+    codes = np.stack([np.arange(cells) % 3, np.arange(cells) % 4], axis=1)
+    counts = np.stack([np.round(np.geomspace(1, 900, cells)) * (1 + 2 * e) for e in range(3)])
+    rate = np.minimum(TRUE.a * rng.lognormal(0.0, 0.5, cells) * (counts + 1) ** -TRUE.b, 1.0)
+    trials = np.full(counts.shape, 300.0)
+    successes = trials - rng.binomial(300, rate)
+
+    once = fit_history(counts[:1], trials[:1], successes[:1], counts[0], conditions=codes)
+    snapshot = fit_curve_set(EvaluationRows.snapshot(counts[0], trials[0], successes[0]), counts[0])
+    history = fit_history(counts, trials, successes, counts[-1], conditions=codes)
+    by_hand = fit_curve_set(
+        EvaluationRows.of_evaluations(counts, trials, successes),
+        counts[-1],
+        exponents=True,
+        conditions=codes,
+    )
+    nothing = fit_history(
+        np.zeros((0, cells)), np.zeros((0, cells)), np.zeros((0, cells)), counts[0]
+    )
+
+    assert once.exponent is None and np.array_equal(once.posterior, snapshot.posterior)
+    assert history.exponent is not None
+    assert np.array_equal(history.posterior, by_hand.posterior)
+    assert np.array_equal(history.exponent, by_hand.exponent)
+    assert nothing.failures.sum() == 0 and np.all(np.isfinite(nothing.amplitude))
+    with pytest.raises(ValueError, match="agree in shape"):
+        fit_history(counts, trials[:2], successes, counts[-1])

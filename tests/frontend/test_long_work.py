@@ -429,3 +429,27 @@ def test_heatmaps_of_many_reports_take_three_queries(world_a, metric, django_ass
     figure = figures[(reports[0].pk, "lighting", "lighting")][metric]
     assert figure["data"], figure
     assert figure["data"][0]["x"] == ["Bright", "Dim"]
+
+
+def test_the_recommend_job_holds_its_lease_for_every_cell_of_the_gap_report(
+    world_a, client_for, django_capture_on_commit_callbacks, monkeypatch
+):
+    # Every cell of the report is a candidate, so a large report may run for minutes without
+    # a heartbeat: the job tells the stale-job reaper so before it starts, or it would run
+    # twice. A campaign without a budget stops it right after, with the lease still in force.
+    from analytics.services import steering_jobs
+
+    # The demo-sized report has a handful of cells: a long lease per cell makes each count.
+    monkeypatch.setattr(steering_jobs, "LEASE_SECONDS_PER_CELL", 100.0)
+    Campaign.objects.filter(pk=world_a.campaign.pk).update(budget_episodes=None)
+    manager = client_for(world_a.manager)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        manager.post(f"/planner/rounds/{world_a.round.pk}/recommend/", {"budget": ""})
+
+    job = Job.objects.get(kind="recommend")
+    cells = world_a.gap_report.cells.count()
+    assert job.status == "failed" and "no episode budget" in job.message
+    assert cells > 0
+    lease = (job.heartbeat_at - job.started_at).total_seconds()
+    assert lease == pytest.approx(60 + cells * 100.0, abs=5.0)

@@ -91,3 +91,27 @@ def test_seed_demo_builds_what_the_demo_needs(db):
     lab = Episode.objects.filter(site__kind="lab").aggregate(n=Sum("episode_count"))["n"]
     assert total >= 20000
     assert lab / total > 0.7  # skewed towards lab conditions on purpose
+
+
+def test_the_demo_analyses_its_own_tables_and_no_others(db):
+    # The planner must know how many rows the demo wrote (a join planned for empty tables
+    # ran for minutes), and re-seeding a large working database should not analyse all of it.
+    from django.db import connection
+
+    from frontend.demo.world import DEMO_APPS, refresh_statistics
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE unrelated_to_the_demo (x int)")
+        cursor.execute("INSERT INTO unrelated_to_the_demo SELECT generate_series(1, 50)")
+        cursor.execute("INSERT INTO django_session VALUES ('k', 'd', now())")
+    refresh_statistics()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, reltuples FROM pg_class WHERE relname = ANY(%s)",
+            [["unrelated_to_the_demo", "django_session", "labeling_episode", "auth_user"]],
+        )
+        tuples = dict(cursor.fetchall())
+
+    assert "labeling" in DEMO_APPS
+    assert tuples["labeling_episode"] >= 0 and tuples["auth_user"] >= 0  # analysed
+    assert tuples["unrelated_to_the_demo"] == -1 and tuples["django_session"] == -1  # never

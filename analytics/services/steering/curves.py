@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 from django.db import connection
 
-from analytics.learning import EvaluationRows, fit_curve_set
+from analytics.learning import fit_history
 from analytics.models import (
     CurveFitRecord,
     EvaluationRun,
@@ -155,21 +155,25 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
     # How much an episode in one cell trains the cells sharing its conditions, learnt from
     # the same history (none until two evaluations show it); the curves are read at the
     # effective training it gives, here and wherever this refit is used.
+    structure = space.structure(keys) if keys else None
     transfer = (
         estimate_transfer(
-            space.structure(keys),
+            structure,
             counts,
             trials,
             successes,
             intervals=len(keys) <= REFIT_INTERVAL_CELLS,
         )
-        if keys
+        if structure is not None
         else None
     )
     if transfer is not None and transfer.transfers:
         counts, n_now = transfer.effective(counts), transfer.effective(n_now)
-    rows = EvaluationRows.of_evaluations(counts, trials, successes)
-    curves = fit_curve_set(rows, n_now)
+    # The refit steering measures in bench/steering.py and the recommender runs: with
+    # history, an exponent per cell and an amplitude prior from the cells' conditions.
+    curves = fit_history(
+        counts, trials, successes, n_now, conditions=structure.codes if structure else None
+    )
     pooled = curves.pooled
     return CurveFitRecord.objects.create(
         campaign=campaign,
@@ -186,9 +190,9 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
         },
         evidence={
             "policies": len(policies),
-            "rows": int(rows.cell.size),
-            "trials": float(rows.trials.sum()),
-            "failures": float((rows.trials - rows.successes).sum()),
+            "rows": int(np.count_nonzero(trials > 0)),  # evaluated (policy, cell) pairs
+            "trials": float(trials.sum()),
+            "failures": float((trials - successes).sum()),
             "reason": curves.fit.reason,
         },
         transfer=transfer.stored() if transfer is not None else {},

@@ -2,8 +2,9 @@
 
 Value. ``k`` more episodes in cell ``c`` avoid ``cycles * p_c * a_c * ((n_c + 1) ** -b -
 (n_c + k + 1) ** -b)`` interventions a day, with the shared ``f_inf``, ``b`` and the cell
-amplitude ``a_c`` from :func:`analytics.learning.fit_curve_set` (pooled curve with a
-partially pooled per-cell multiplier). The plan maximises the total within the budget, with
+amplitude ``a_c`` from :func:`analytics.learning.fit_history` (pooled curve with a
+partially pooled per-cell multiplier; with history, also an exponent per cell, read at the
+cell's training now). The plan maximises the total within the budget, with
 each cell's episodes priced at its ``cost_per_episode`` (:func:`waterfill`).
 
 Exploration. Where evidence is thin the amplitude is uncertain, and a plan built on the

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from analytics.intervals import wilson_interval
-from analytics.learning import CurveSet, EvaluationRows, fit_curve_set
+from analytics.learning import CurveSet, fit_history
 from analytics.steering.recommend.inputs import (
     CellInput,
     Exploration,
@@ -63,9 +63,11 @@ def recommend(
     cost (:func:`waterfill_with_transfer`); without (no history, no conditions, or history
     that shows none) the allocation is exactly the one without these inputs.
 
-    ``curves`` is a curve set refitted on the full evaluation history (see
-    :func:`analytics.learning.fit_curve_set`), at effective counts when there is transfer;
-    without it one is fitted from the evaluations. ``extra_failure_rate`` (failures per
+    ``curves`` is a curve set refitted on the full evaluation history, at effective counts
+    when there is transfer; without it one is fitted from the evaluations by
+    :func:`analytics.learning.fit_history`, the refit the app and the simulated steered
+    strategy run too (with history each cell has its own exponent and an amplitude prior
+    from its conditions; without, each cell is read from its current outcomes). ``extra_failure_rate`` (failures per
     cycle, one per cell, >= 0) is failure seen in production beyond what the evaluations
     show, e.g. a flagged rise (:mod:`analytics.reliability`): it is added to the cell's
     current rate by scaling the cell's curve amplitude, so the extra failures are assumed to
@@ -82,8 +84,12 @@ def recommend(
     successes = np.array([c.successes for c in cells], dtype=np.float64)
     cost = np.array([c.cost_per_episode for c in cells], dtype=np.float64)
     counts, eval_trials, eval_successes = evaluations(cells, history)
-    if transfer is None and history and any(c.conditions for c in cells):
-        structure = CellStructure.of([c.conditions or {} for c in cells])
+    structure = (
+        CellStructure.of([c.conditions or {} for c in cells])
+        if any(c.conditions for c in cells)
+        else None
+    )
+    if transfer is None and history and structure is not None:
         transfer = estimate_transfer(structure, counts, eval_trials, eval_successes)
     if transfer is not None and transfer.structure.n_cells != len(cells):
         raise RecommendationInputError(
@@ -93,7 +99,13 @@ def recommend(
     effective = live_transfer.effective(counts) if live_transfer is not None else counts
     n = effective[-1]
     if curves is None:
-        curves = fit_curve_set(_rows(effective, eval_trials, eval_successes), n)
+        curves = fit_history(
+            effective,
+            eval_trials,
+            eval_successes,
+            n,
+            conditions=structure.codes if structure is not None else None,
+        )
     elif curves.n_cells != len(cells):
         raise RecommendationInputError(
             f"curve set covers {curves.n_cells} cells but {len(cells)} were given"
@@ -169,13 +181,6 @@ def recommend(
         notes=notes,
         transfer=transfer,
     )
-
-
-def _rows(counts: FloatArray, trials: FloatArray, successes: FloatArray) -> EvaluationRows:
-    """The evaluations (one row each of counts, trials, successes) as curve-fit rows."""
-    if counts.shape[0] == 1:  # no history: today's snapshot, row for row
-        return EvaluationRows.snapshot(counts[0], trials[0], successes[0])
-    return EvaluationRows.of_evaluations(counts, trials, successes)
 
 
 def _amplitude_scale(curves: CurveSet, n: FloatArray, extra: npt.ArrayLike) -> FloatArray:
