@@ -8,7 +8,15 @@ import numpy as np
 import numpy.typing as npt
 from scipy import optimize
 
-from analytics.curves import B_BOUNDS, CurveFit, LearningCurve, fit_learning_curve, log_likelihood
+from analytics.curves import (
+    B_BOUNDS,
+    DEFAULT_PRIOR,
+    CurveFit,
+    LearningCurve,
+    exponent_penalty,
+    fit_learning_curve,
+    log_likelihood,
+)
 from analytics.learning.curveset import CurveSet
 from analytics.learning.posteriors import (
     _RATE_EPS,
@@ -24,10 +32,16 @@ FLOOR_EVIDENCE = 3.84
 
 
 def _refit_with_offsets(
-    start: LearningCurve, rows: EvaluationRows, offsets: FloatArray, *, floor: bool = True
+    start: LearningCurve,
+    rows: EvaluationRows,
+    offsets: FloatArray,
+    *,
+    floor: bool = True,
+    centre: float = DEFAULT_PRIOR.b,
 ) -> tuple[LearningCurve, float] | None:
-    """Return the ML ``(f_inf, a, b)`` with row ``r``'s amplitude scaled by ``offsets[r]``,
-    and its log-likelihood (up to a constant); ``floor=False`` fixes ``f_inf = 0``."""
+    """Return the ``(f_inf, a, b)`` of greatest likelihood times the exponent's prior
+    (centred on ``centre``) with row ``r``'s amplitude scaled by ``offsets[r]``, and that
+    log-likelihood plus log prior (up to a constant); ``floor=False`` fixes ``f_inf = 0``."""
     seen = rows.trials > 0
     if not seen.any():
         return None
@@ -45,8 +59,11 @@ def _refit_with_offsets(
         rate = np.clip(raw, _RATE_EPS, 1.0 - _RATE_EPS)
         ll = k * np.log(rate) + s * np.log1p(-rate)
         d_rate = np.where(raw == rate, k / rate - s / (1.0 - rate), 0.0)
-        grad = np.array([d_rate.sum(), np.dot(d_rate, x), np.dot(d_rate, -a * x * log_n1)])
-        return -float(ll.sum()) * scale, -grad * scale
+        penalty, d_penalty = exponent_penalty(float(b), centre)
+        grad = np.array(
+            [d_rate.sum(), np.dot(d_rate, x), np.dot(d_rate, -a * x * log_n1) - d_penalty]
+        )
+        return (penalty - float(ll.sum())) * scale, -grad * scale
 
     bounds = [(0.0, 0.5 if floor else 0.0), (1e-9, 1.0), B_BOUNDS]
     x0 = np.clip(
@@ -105,6 +122,7 @@ def fit_curve_set(
             rows.train_count, rows.trials, rows.successes, prior=prior, min_cells=min_cells
         )
     curve = fit.curve
+    centre = (prior if prior is not None else DEFAULT_PRIOR).b  # of the exponent's prior
     grid = LOG_MULTIPLIER_GRID
     size = rows.n_cells
     if current_train_count is None:
@@ -146,7 +164,7 @@ def fit_curve_set(
         # learning.
         cell = rows.cell
         offsets = np.exp(log_m[cell] - offset[cell] * np.log1p(rows.train_count))
-        with_floor = _refit_with_offsets(curve, rows, offsets)
+        with_floor = _refit_with_offsets(curve, rows, offsets, centre=centre)
         if with_floor is None:
             break
         curve = with_floor[0]
@@ -154,7 +172,7 @@ def fit_curve_set(
             # Claim a floor only when the data demand it (likelihood-ratio test against
             # f_inf = 0): slow learners otherwise pass for a floor, and a spurious floor
             # above the target would declare it out of reach.
-            without = _refit_with_offsets(curve, rows, offsets, floor=False)
+            without = _refit_with_offsets(curve, rows, offsets, floor=False, centre=centre)
             if without is not None and 2.0 * (with_floor[1] - without[1]) < floor_evidence:
                 curve = without[0]
         posterior, best_tau, log_m, offset = posteriors(curve)

@@ -303,3 +303,51 @@ def test_fit_history_is_the_snapshot_fit_without_history_and_per_cell_exponents_
     assert nothing.failures.sum() == 0 and np.all(np.isfinite(nothing.amplitude))
     with pytest.raises(ValueError, match="agree in shape"):
         fit_history(counts, trials[:2], successes, counts[-1])
+
+
+@pytest.mark.parametrize("seed", [3, 8])
+def test_the_exponents_prior_keeps_a_few_failures_from_passing_for_steep_learning(
+    seed, monkeypatch
+):
+    # A reliable policy's first evaluation: a few dozen failures, mostly in hard conditions
+    # that also have little data. The likelihood alone reads that as the steepest learning
+    # allowed; under the prior the exponent stays within the world's true 0.6-1.0 or near.
+    import analytics.curves as curves_module
+    from analytics.learning import fit_history
+    from analytics.steering.simulate import WORLDS, make_world
+
+    seen = make_world(seed, config=WORLDS["noise"]).observe()
+
+    def exponent() -> float:
+        counts, trials, successes = seen.eval_train_count, seen.eval_trials, seen.eval_successes
+        return fit_history(counts, trials, successes, seen.train_count).b
+
+    with_prior = exponent()
+    monkeypatch.setattr(curves_module, "EXPONENT_PRIOR_SD", 1e6)  # flat
+    alone = exponent()
+
+    assert (seen.eval_trials - seen.eval_successes).sum() < 40
+    assert alone == pytest.approx(2.0)  # the upper bound
+    assert 0.5 < with_prior < 1.0
+
+
+def test_many_failures_overrule_the_exponents_prior():
+    # A steep learner (b = 1.5, three times the prior's centre) evaluated on 3,000 trials
+    # per cell three times: ten thousand failures decide.
+    rng = np.random.default_rng(1)
+    cells = 40
+    multiplier = rng.lognormal(0.0, 0.3, cells)
+    start = np.round(np.geomspace(1, 300, cells))
+    parts = []
+    for e in range(3):
+        n = start * (1 + 3 * e)
+        failures = rng.binomial(3000, np.minimum(0.9 * multiplier * (n + 1) ** -1.5, 1.0))
+        parts.append((np.arange(cells), n, np.full(cells, 3000.0), 3000.0 - failures))
+    cell, n, t, s = (np.concatenate(p) for p in zip(*parts, strict=True))
+
+    curves = fit_curve_set(
+        EvaluationRows(cell=cell, train_count=n, trials=t, successes=s, n_cells=cells)
+    )
+
+    assert (t - s).sum() > 5000
+    assert curves.b == pytest.approx(1.5, abs=0.05)
