@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def setup_django() -> None:
@@ -92,3 +96,14 @@ def remove_field_records(uuids: list[str]) -> None:
     episode_ids = [e for e in records.values_list("episode_id", flat=True) if e]
     records.delete()
     Episode.objects.filter(pk__in=episode_ids).delete()
+
+
+def measured(run: Callable[..., Any], *args: Any) -> tuple[Any, float, float]:
+    """Return ``run(*args)``, its seconds and its peak traced memory in MiB."""
+    tracemalloc.start()
+    started = time.perf_counter()
+    result = run(*args)
+    seconds = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return result, seconds, peak / 2**20

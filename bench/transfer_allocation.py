@@ -27,13 +27,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import sys
-import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _util import measured
 
 from analytics.steering.transfer import CellStructure, TransferModel
 from analytics.steering.waterfill import waterfill_with_transfer
@@ -78,16 +78,6 @@ def bounded(model, amplitude, n, cost, budget):  # type: ignore[no-untyped-def]
 def baseline(model, amplitude, n, cost, budget):  # type: ignore[no-untyped-def]
     matrix = model.matrix()
     return waterfill_with_transfer(amplitude, n, cost, B, budget, matrix, weigh_all=True)
-
-
-def measured(run, *args):  # type: ignore[no-untyped-def]
-    tracemalloc.start()
-    started = time.perf_counter()
-    result = run(*args)
-    seconds = time.perf_counter() - started
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    return result, seconds, peak / 2**20
 
 
 def main() -> None:

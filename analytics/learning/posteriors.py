@@ -27,6 +27,10 @@ EXPONENT_SPREADS: tuple[float, ...] = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 CONDITION_RIDGE = 1.0
 """Ridge penalty on each condition value's effect on ``log m`` (in units of cell weight)."""
 
+_EXPONENT_BLOCK = 1024
+"""Cells whose per-cell exponent posteriors are formed at once (a block holds a few arrays
+of cells x offsets x grid: about 20 MB each)."""
+
 _RATE_EPS = 1e-12
 
 
@@ -164,57 +168,78 @@ def _cell_posteriors_with_exponents(
     valid = (exponents >= B_BOUNDS[0]) & (exponents <= B_BOUNDS[1])
     size = rows.n_cells
     centre = np.zeros(size) if prior_mean is None else prior_mean
-    shifted = grid[None, :] - centre[:, None]
-    log_pm = np.array([-0.5 * (shifted / spread) ** 2 for spread in spreads])  # t x cells x grid
-    log_pm = log_pm.transpose(1, 0, 2)  # cells x spreads x grid
     log_pb = np.array([-0.5 * (offsets / s) ** 2 for s in EXPONENT_SPREADS])  # s x offsets
     log_pb[:, ~valid] = -np.inf
-
-    # log_post[c, j, i]: the cell's log-likelihood at (offset j, grid point i) plus the log of
-    # the share of that point allowed by the truncation; a cell without rows has only the
-    # latter, so its posterior is its truncated prior.
-    log_allowed = np.empty((size, offsets.size, grid.size))
+    prior_b = np.exp(log_pb)
     curves = [
         LearningCurve(f_inf=curve.f_inf, a=curve.a, b=float(b) if ok else curve.b)
         for b, ok in zip(exponents, valid, strict=True)
     ]
-    with np.errstate(divide="ignore"):
-        for j, curve_j in enumerate(curves):
-            last, top_share = _ceiling(curve_j, n_now, grid)
-            log_allowed[:, j, :] = np.log(_share_rows(last, top_share, grid.size))
-    log_post = log_allowed.copy()
+    # The evaluated rows, sorted by cell, so that each block of cells reads its own.
     seen = rows.trials > 0
-    cells = np.unique(rows.cell[seen])
-    if cells.size:
-        evaluated = EvaluationRows(
-            cell=np.searchsorted(cells, rows.cell[seen]),
-            train_count=rows.train_count[seen],
-            trials=rows.trials[seen],
-            successes=rows.successes[seen],
-            n_cells=int(cells.size),
-        )
-        order = np.argsort(evaluated.cell, kind="stable")
-        cells_sorted = evaluated.cell[order]
-        starts = np.flatnonzero(np.r_[True, cells_sorted[1:] != cells_sorted[:-1]])
-        at = cells[cells_sorted[starts]]
-        for j, curve_j in enumerate(curves):
-            per_row = _row_log_likelihood(curve_j, evaluated, grid)
-            log_post[at, j, :] += np.add.reduceat(per_row[order], starts, axis=0)
+    order = np.argsort(rows.cell[seen], kind="stable")
+    by_cell = EvaluationRows(
+        cell=rows.cell[seen][order],
+        train_count=rows.train_count[seen][order],
+        trials=rows.trials[seen][order],
+        successes=rows.successes[seen][order],
+        n_cells=size,
+    )
+
+    def block(lo: int, hi: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """The prior of ``log m`` per spread, the allowed share of every grid point and the
+        likelihood (shifted by each cell's maximum) of cells ``lo .. hi - 1``."""
+        shifted = grid[None, :] - centre[lo:hi, None]
+        prior_m = np.exp(
+            np.array([-0.5 * (shifted / spread) ** 2 for spread in spreads]).transpose(1, 0, 2)
+        )  # cells x spreads x grid
+        # log_post[c, j, i]: the cell's log-likelihood at (offset j, grid point i) plus the
+        # log of the share of that point allowed by the truncation; a cell without rows has
+        # only the latter, so its posterior is its truncated prior.
+        log_allowed = np.empty((hi - lo, offsets.size, grid.size))
+        with np.errstate(divide="ignore"):
+            for j, curve_j in enumerate(curves):
+                last, top_share = _ceiling(curve_j, n_now[lo:hi], grid)
+                log_allowed[:, j, :] = np.log(_share_rows(last, top_share, grid.size))
+        log_post = log_allowed.copy()
+        first, stop = np.searchsorted(by_cell.cell, [lo, hi])
+        if stop > first:
+            mine = EvaluationRows(
+                cell=by_cell.cell[first:stop] - lo,
+                train_count=by_cell.train_count[first:stop],
+                trials=by_cell.trials[first:stop],
+                successes=by_cell.successes[first:stop],
+                n_cells=hi - lo,
+            )
+            starts = np.flatnonzero(np.r_[True, mine.cell[1:] != mine.cell[:-1]])
+            at = mine.cell[starts]
+            for j, curve_j in enumerate(curves):
+                per_row = _row_log_likelihood(curve_j, mine, grid)
+                log_post[at, j, :] += np.add.reduceat(per_row, starts, axis=0)
+        likelihood = np.exp(log_post - log_post.max(axis=(1, 2), keepdims=True))
+        return prior_m, np.exp(log_allowed), likelihood
+
+    def total(weights: FloatArray, prior_m: FloatArray) -> FloatArray:
+        by_t = np.einsum("cji,cti->cjt", weights, prior_m)
+        return np.asarray(np.einsum("cjt,sj->cst", by_t, prior_b))
 
     # Per cell and pair of spreads (s, t): the truncated prior's normaliser Z and the
     # evidence M. The likelihood is exponentiated once, shifted by each cell's maximum (the
     # shift is the same for every pair, so it cancels from their weights), and each sum over
     # the grid is two matrix products. A narrow spread can underflow to M = 0 where a cell's
-    # likelihood lies far out: that pair then has no weight.
-    prior_m, prior_b = np.exp(log_pm), np.exp(log_pb)
-    allowed = np.exp(log_allowed)
-    likelihood = np.exp(log_post - log_post.max(axis=(1, 2), keepdims=True))
-
-    def total(weights: FloatArray) -> FloatArray:
-        by_t = np.einsum("cji,cti->cjt", weights, prior_m)
-        return np.asarray(np.einsum("cjt,sj->cst", by_t, prior_b))
-
-    norm, mass = total(allowed), total(likelihood)
+    # likelihood lies far out: that pair then has no weight. Cells are taken in blocks of
+    # _EXPONENT_BLOCK (memory: a block's cells x offsets x grid), twice when there are
+    # several: once for the spreads' weights, which every cell's evidence decides, once for
+    # the posteriors under them.
+    bounds = [(lo, min(lo + _EXPONENT_BLOCK, size)) for lo in range(0, size, _EXPONENT_BLOCK)]
+    norm = np.empty((size, len(EXPONENT_SPREADS), len(spreads)))
+    mass = np.empty_like(norm)
+    kept: tuple[FloatArray, FloatArray, FloatArray] | None = None
+    for lo, hi in bounds:
+        prior_m, allowed, likelihood = block(lo, hi)
+        norm[lo:hi], mass[lo:hi] = total(allowed, prior_m), total(likelihood, prior_m)
+        if len(bounds) == 1:
+            kept = (prior_m, allowed, likelihood)
     # The spreads' weights: the marginal likelihood of every cell's rows (a cell without
     # rows has M proportional to Z and adds nothing), under a uniform prior over the
     # candidates.
@@ -226,26 +251,32 @@ def _cell_posteriors_with_exponents(
     coefficient = np.divide(
         weights[None, :, :], mass, out=np.zeros_like(mass), where=weights[None, :, :] > 0
     )
-    by_s = np.einsum("cst,sj->cjt", coefficient, prior_b)
-    mix = np.einsum("cjt,cti->cji", by_s, prior_m)  # cells x offsets x grid
-    joint = likelihood * mix
-    joint /= joint.sum(axis=(1, 2), keepdims=True)
 
     # Read at n_now under the shared b: the multiplier with the same rate there.
     step = float(grid[1] - grid[0])
-    moved = grid[None, None, :] - offsets[None, :, None] * np.log1p(n_now)[:, None, None]
-    position = np.clip((moved - grid[0]) / step, 0.0, grid.size - 1.0)
-    low = np.minimum(np.floor(position).astype(np.int64), grid.size - 2)
-    upper = position - low
-    base = (np.arange(size) * grid.size)[:, None, None]
-    cells_by_grid = size * grid.size
-    posterior = _sum_by((base + low).ravel(), (joint * (1.0 - upper)).ravel(), cells_by_grid)
-    posterior += _sum_by((base + low + 1).ravel(), (joint * upper).ravel(), cells_by_grid)
+    posterior = np.zeros(size * grid.size)
+    marginal = np.empty((size, grid.size))
+    offset_mean = np.empty(size)
+    for lo, hi in bounds:
+        prior_m, _, likelihood = kept if kept is not None else block(lo, hi)
+        by_s = np.einsum("cst,sj->cjt", coefficient[lo:hi], prior_b)
+        mix = np.einsum("cjt,cti->cji", by_s, prior_m)  # cells x offsets x grid
+        joint = likelihood * mix
+        joint /= joint.sum(axis=(1, 2), keepdims=True)
+        moved = grid[None, None, :] - offsets[None, :, None] * np.log1p(n_now[lo:hi])[:, None, None]
+        position = np.clip((moved - grid[0]) / step, 0.0, grid.size - 1.0)
+        low = np.minimum(np.floor(position).astype(np.int64), grid.size - 2)
+        upper = position - low
+        base = (np.arange(lo, hi) * grid.size)[:, None, None]
+        posterior += _sum_by((base + low).ravel(), (joint * (1.0 - upper)).ravel(), posterior.size)
+        posterior += _sum_by((base + low + 1).ravel(), (joint * upper).ravel(), posterior.size)
+        marginal[lo:hi] = joint.sum(axis=1)
+        offset_mean[lo:hi] = (joint.sum(axis=2) * offsets).sum(axis=1)
     return (
         posterior.reshape(size, grid.size),
         float(np.dot(weights.sum(axis=0), spreads)),
-        joint.sum(axis=1),
-        (joint.sum(axis=2) * offsets).sum(axis=1),
+        marginal,
+        offset_mean,
     )
 
 

@@ -351,3 +351,27 @@ def test_many_failures_overrule_the_exponents_prior():
 
     assert (t - s).sum() > 5000
     assert curves.b == pytest.approx(1.5, abs=0.05)
+
+
+def test_per_cell_exponents_come_out_the_same_whatever_the_block_of_cells(monkeypatch):
+    # A campaign's refit forms the per-cell posteriors a block of cells at a time (memory);
+    # the spreads' weights still come from every cell's evidence, so blocks change nothing.
+    from analytics.learning import fit_history, posteriors
+
+    rng = np.random.default_rng(4)
+    cells = 70
+    codes = np.stack([np.arange(cells) % 3, np.arange(cells) % 5], axis=1)
+    counts = np.stack([rng.integers(0, 500, cells) * (1 + e) for e in range(3)]).astype(float)
+    trials = rng.integers(0, 40, size=counts.shape).astype(float)
+    trials[:, :6] = 0  # never evaluated
+    rate = np.minimum(0.3 * rng.lognormal(0, 0.5, cells) * (counts + 1) ** -0.7, 1.0)
+    successes = trials - rng.binomial(trials.astype(np.int64), rate)
+
+    whole = fit_history(counts, trials, successes, counts[-1], conditions=codes)
+    monkeypatch.setattr(posteriors, "_EXPONENT_BLOCK", 9)
+    blocks = fit_history(counts, trials, successes, counts[-1], conditions=codes)
+
+    assert whole.exponent is not None and blocks.exponent is not None
+    assert np.allclose(whole.posterior, blocks.posterior, rtol=0, atol=1e-12)
+    assert np.allclose(whole.exponent, blocks.exponent, rtol=0, atol=1e-12)
+    assert whole.tau == pytest.approx(blocks.tau, abs=1e-12)
