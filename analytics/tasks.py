@@ -41,3 +41,10 @@ def production_import(*, job_id: str) -> None:
     from analytics.services.production_files import production_import_run
 
     production_import_run(job_id=job_id)
+
+
+@shared_task(name="analytics.tasks.curves_refit_compute", acks_late=True)
+def curves_refit_compute(*, job_id: str) -> None:
+    from analytics.services.steering.curves import curves_refit_compute as compute
+
+    compute(job_id=job_id)

@@ -285,7 +285,8 @@ def evaluation_import(
     source: str,
     actor: Any = None,
 ) -> EvaluationRun:
-    """Store one evaluation run (replacing a run of the same label), then refit the learning curves."""
+    """Store one evaluation run (replacing a run of the same label) and queue the refit of
+    the learning curves (a job that starts once the import commits)."""
     parsed = parse_results(organization=organization, records=records, source=source)
     run, created = EvaluationRun.objects.update_or_create(
         organization=organization,
@@ -323,14 +324,10 @@ def evaluation_import(
         obj=run,
         changes={"rows": parsed.rows, "cells": len(parsed.cells), "kind": parsed.kind},
     )
-    transaction.on_commit(lambda: _refit_after(run.pk))
+    from analytics.services.steering.curves import curves_refit_request
+
+    curves_refit_request(run=run, actor=actor)
     return run
-
-
-def _refit_after(run_id: int) -> None:
-    from analytics.services.steering import curves_refit_for_run
-
-    curves_refit_for_run(run_id=run_id)
 
 
 def evaluation_import_file(

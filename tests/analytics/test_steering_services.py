@@ -106,6 +106,29 @@ def test_importing_refits_the_campaign_curves(world_a, django_capture_on_commit_
     fit = CurveFitRecord.objects.get(campaign=world_a.campaign)
     assert fit.evidence["policies"] == 1
     assert fit.dimension_slugs == ["lighting"]
+    # In a job of its own, so a large campaign's refit never holds the importing request.
+    from accounts.models import Job
+
+    job = Job.objects.get(kind="curves_refit")
+    assert job.status == "succeeded" and job.organization_id == world_a.operator.pk
+    assert job.progress_done == job.progress_total == 1
+
+
+def test_an_import_that_does_not_commit_refits_nothing(world_a):
+    from accounts.models import Job
+
+    evaluation_import_file(
+        organization=world_a.operator,
+        name="e.csv",
+        content=b"lighting,trials,successes\ndim,200,170\n",
+        policy=world_a.policy.slug,
+        deployment=world_a.deployment.slug,
+        label="uncommitted",
+    )
+
+    job = Job.objects.get(kind="curves_refit")
+    assert job.status == "queued" and job.task_kwargs["run_id"] > 0
+    assert not CurveFitRecord.objects.filter(campaign=world_a.campaign).exists()
 
 
 def test_evaluation_api_is_scoped(world_a, world_b, client_for):

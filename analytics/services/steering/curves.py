@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 from django.db import connection
 
+from accounts.models import Job
+from accounts.services import job_create, job_running
 from analytics.learning import fit_history
 from analytics.models import (
     CurveFitRecord,
@@ -210,3 +212,34 @@ def curves_refit_for_run(*, run_id: int) -> list[CurveFitRecord]:
     if run.deployment_id:
         campaigns = campaigns.filter(deployments=run.deployment_id)
     return [curves_refit(campaign=c) for c in campaigns.distinct()]
+
+
+REFIT_LEASE_SECONDS = 900.0
+"""How long a refit may run without a heartbeat before the reaper runs it again: a campaign
+of 20,000 cells takes about 45 s (``bench/history_refit.py``), its transfer intervals more."""
+
+
+def curves_refit_request(*, run: EvaluationRun, actor: Any = None) -> Job:
+    """Queue, for when the import commits, the refit of every campaign an evaluation run
+    bears on: a Celery job, so that a large campaign's refit (tens of seconds) never holds
+    the request that imported the evaluation."""
+    return job_create(
+        organization=run.organization,
+        kind="curves_refit",
+        title=f"Learning curves refitted after evaluation {run.label}"[:200],
+        task_name="analytics.tasks.curves_refit_compute",
+        task_kwargs={"run_id": run.pk},
+        created_by=actor,
+    )
+
+
+def curves_refit_compute(*, job_id: str) -> None:
+    """Run a queued refit (:func:`curves_refit_request`)."""
+    with job_running(job_id=job_id) as ctx:
+        if ctx is None:
+            return
+        ctx.progress(
+            0, 1, "Refitting the learning curves and the transfer between cells", force=True
+        )
+        ctx.extend_lease(REFIT_LEASE_SECONDS)
+        curves_refit_for_run(run_id=int(ctx.job.task_kwargs["run_id"]))
