@@ -205,6 +205,7 @@ __all__ = [
     "STRATEGY_NAMES",
     "FloatArray",
     "get_strategy",
+    "history_of",
     "learn_transfer",
     "make_steered",
     "more_of_the_same",
