@@ -93,10 +93,8 @@ fails a handful of times in an evaluation) and the hard conditions are also the 
 little data, the likelihood alone often runs to the steepest exponent allowed (2): it reads
 "cells with little data fail more" as learning, and a plan on that curve spends everything
 on the thinnest cells. The prior keeps such a fit near ordinary learning rates; a few
-hundred failures overrule it. On the simulator's seeds 500-509 it moves steered/oracle
-from 1.195 to 1.168 where evaluations are noisy and from 1.147 to 1.121 in the world with
-every hardship, and its worst seeds most (1.378 to 1.156); its centre is this module's
-prior curve, not the simulator's exponents (0.6-1.0)."""
+hundred failures overrule it. Its centre is this module's prior curve, not the simulator's
+exponents (what it changes there: ``bench/steering.py --oracle``, figures in the README)."""
 
 
 def exponent_penalty(b: float, centre: float) -> tuple[float, float]:

@@ -164,9 +164,16 @@ def make_steered(
             )
             for i, label in enumerate(observation.labels)
         ]
-        model = learn_transfer(observation)
-        if model is not None and not learns:
-            model = TransferModel.none(model.structure, int(observation.eval_trials.shape[0]))
+        if learns:
+            model = learn_transfer(observation)
+        else:  # the conditions still centre the curves' priors; nothing transfers
+            model = (
+                TransferModel.none(
+                    CellStructure.of(conditions), int(observation.eval_trials.shape[0])
+                )
+                if conditions
+                else None
+            )
         result = recommend(
             cells,
             observation.budget,

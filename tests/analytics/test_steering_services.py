@@ -90,7 +90,9 @@ def test_bad_evaluation_files_name_the_problem_and_write_nothing(world_a, conten
     assert (EvaluationRun.objects.count(), EvaluationResult.objects.count()) == before
 
 
-def test_importing_refits_the_campaign_curves(world_a, django_capture_on_commit_callbacks):
+def test_importing_refits_the_campaign_curves(
+    world_a, world_b, client_for, django_capture_on_commit_callbacks
+):
     rows = "\n".join(["lighting,trials,successes", "dim,200,170", "bright,200,196"]).encode()
 
     with django_capture_on_commit_callbacks(execute=True):
@@ -112,6 +114,11 @@ def test_importing_refits_the_campaign_curves(world_a, django_capture_on_commit_
     job = Job.objects.get(kind="curves_refit")
     assert job.status == "succeeded" and job.organization_id == world_a.operator.pk
     assert job.progress_done == job.progress_total == 1
+    # Managers follow it with the other long work; another organization never sees it.
+    listed = client_for(world_a.manager).get("/api/jobs/?kind=curves_refit").json()
+    other = client_for(world_b.manager).get("/api/jobs/?kind=curves_refit").json()
+    assert [row["id"] for row in listed["results"]] == [str(job.pk)]
+    assert other["results"] == []
 
 
 def test_an_import_that_does_not_commit_refits_nothing(world_a):

@@ -174,7 +174,11 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
     # The refit steering measures in bench/steering.py and the recommender runs: with
     # history, an exponent per cell and an amplitude prior from the cells' conditions.
     curves = fit_history(
-        counts, trials, successes, n_now, conditions=structure.codes if structure else None
+        counts,
+        trials,
+        successes,
+        n_now,
+        conditions=structure.codes if structure is not None else None,
     )
     pooled = curves.pooled
     return CurveFitRecord.objects.create(
@@ -216,7 +220,8 @@ def curves_refit_for_run(*, run_id: int) -> list[CurveFitRecord]:
 
 REFIT_LEASE_SECONDS = 900.0
 """How long a refit may run without a heartbeat before the reaper runs it again: a campaign
-of 20,000 cells takes about 45 s (``bench/history_refit.py``), its transfer intervals more."""
+of 20,000 cells takes tens of seconds (``bench/history_refit.py``), its transfer intervals
+more."""
 
 
 def curves_refit_request(*, run: EvaluationRun, actor: Any = None) -> Job:
