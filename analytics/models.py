@@ -229,6 +229,14 @@ class GapCell(models.Model):
     )
     explanation = models.TextField(blank=True)
     values = models.JSONField(default=dict, help_text="dimension slug → value slug")
+    log_multiplier = ArrayField(
+        models.FloatField(),
+        null=True,
+        blank=True,
+        help_text="The cell's posterior of log m (quantiles at analytics.learning."
+        "POSTERIOR_LEVELS) when the report read the cell on the campaign's evaluation history; "
+        "null when it read the cell from its current outcomes alone.",
+    )
 
     objects = GapCellQuerySet.as_manager()
 
@@ -307,6 +315,12 @@ class CurveFitRecord(models.Model):
     source = models.CharField(max_length=32, help_text="fitted or prior")
     cells = models.JSONField(
         default=dict, help_text="cell key (sorted value ids) → posterior-mean amplitude"
+    )
+    posteriors = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="cell key (sorted value ids) → the cell's posterior of log m at the "
+        "refit's training counts, as quantiles at analytics.learning.POSTERIOR_LEVELS",
     )
     evidence = models.JSONField(default=dict)
     transfer = models.JSONField(

@@ -39,6 +39,7 @@ How this refines DESIGN.md ("Core computations"):
 """
 
 from analytics.gap.core import (
+    CellHistory,
     Coverage,
     Dimension,
     GapCells,
@@ -63,6 +64,7 @@ __all__ = [
     "LN2",
     "PSI_EPSILON",
     "CellGap",
+    "CellHistory",
     "Coverage",
     "Dimension",
     "DomainShift",

@@ -14,7 +14,7 @@ from scipy import special
 
 from analytics.curves import CurveFit, LearningCurve
 from analytics.gap.divergence import js_divergence, psi
-from analytics.learning import CurveSet, EvaluationRows, fit_curve_set
+from analytics.learning import CurveSet, EvaluationRows, curves_on_history, fit_curve_set
 from campaigns.planning.gain import gain
 
 FloatArray = npt.NDArray[np.float64]
@@ -78,6 +78,22 @@ def _integral_counts(x: npt.ArrayLike, name: str) -> IntArray:
 
 
 @dataclass(frozen=True, eq=False)
+class CellHistory:
+    """Each cell's curve as a refit over the campaign's evaluation history read it.
+
+    ``quantiles`` (cells x :data:`analytics.learning.POSTERIOR_LEVELS`) is each cell's
+    posterior of ``log m`` (a row of NaN: the refit did not see the cell), ``tau`` the
+    refit's spread, and ``trials`` / ``successes`` the outcomes per cell the refit already
+    holds (the report adds only the rest: production since, evaluations imported after it).
+    """
+
+    quantiles: FloatArray
+    tau: float
+    trials: FloatArray
+    successes: FloatArray
+
+
+@dataclass(frozen=True, eq=False)
 class GapInputs:
     """Everything the gap engine needs, one entry per condition cell in every array.
 
@@ -93,6 +109,9 @@ class GapInputs:
     * ``transfer``: how much an episode in one cell trains another (``None``: nothing
       transfers). The curves are then read at each cell's effective training, and an
       episode's value of capture counts the failures it avoids in every cell it helps.
+    * ``history``: each cell's curve as the refit over the evaluation history read it
+      (with ``curve``, the refit's pooled curve): every cell is then read on its history
+      plus the outcomes the refit does not hold, not from its current outcomes alone.
 
     Any array-like is accepted and stored as a float64/int64 copy (labels as a tuple).
     Raises ValueError naming the first problem.
@@ -110,6 +129,7 @@ class GapInputs:
     curve: LearningCurve | CurveFit | None = None
     dimensions: Sequence[Dimension] = ()
     transfer: Transfer | None = None
+    history: CellHistory | None = None
 
     def __post_init__(self) -> None:
         labels = tuple(str(label) for label in self.labels)
@@ -149,6 +169,16 @@ class GapInputs:
                 f"need 0 <= uncovered_below <= thin_below, got "
                 f"{self.uncovered_below} and {self.thin_below}"
             )
+        if self.history is not None:
+            if self.curve is None:
+                raise ValueError("a cell history needs the pooled curve it was read around")
+            h = self.history
+            if np.shape(h.quantiles)[0] != size or np.shape(h.trials) != (size,):
+                raise ValueError(f"the cell history must have {size} cells like labels")
+            if np.any(np.asarray(h.trials) > trials) or np.any(
+                np.asarray(h.trials) - np.asarray(h.successes) > trials - successes
+            ):
+                raise ValueError("the cell history holds outcomes beyond the cells' own")
         dims = tuple(self.dimensions)
         for dim in dims:
             codes = dim.codes
@@ -207,6 +237,7 @@ class GapCells:
     priority: FloatArray
     effective_count: FloatArray
     priority_elsewhere: FloatArray
+    log_multiplier: FloatArray | None = None
 
 
 @dataclass(frozen=True)
@@ -318,7 +349,21 @@ def compute_gap(inputs: GapInputs) -> GapResult:
     """
     p, n = inputs.target_share, inputs.train_count
     n_eff = n if inputs.transfer is None else inputs.transfer.effective(n)
-    curves = gap_curves(n_eff, inputs.trials, inputs.successes, inputs.curve)
+    kept: FloatArray | None = None
+    if inputs.history is None or inputs.curve is None:
+        curves = gap_curves(n_eff, inputs.trials, inputs.successes, inputs.curve)
+    else:
+        h = inputs.history
+        curves, kept = curves_on_history(
+            inputs.curve,
+            h.tau,
+            h.quantiles,
+            h.trials,
+            h.successes,
+            n_eff,
+            inputs.trials,
+            inputs.successes,
+        )
     fit = curves.fit
     curve = fit.curve
     cycles = float(inputs.cycles_per_day)
@@ -358,6 +403,7 @@ def compute_gap(inputs: GapInputs) -> GapResult:
         priority=own + elsewhere,
         effective_count=np.asarray(n_eff, dtype=np.float64),
         priority_elsewhere=elsewhere,
+        log_multiplier=kept,
     )
 
     failure_mass = float(np.dot(p, rate))

@@ -47,6 +47,11 @@ is no longer 0 but a sum of one effect per condition value (dim light is hard wh
 occurs), fitted by weighted ridge regression on the cells' posterior means in each
 refinement; ``tau`` is then the spread around that.
 
+**Kept and read again** (:mod:`analytics.learning.stored`). A refit stores each cell's
+posterior as quantiles (:data:`POSTERIOR_LEVELS`); the gap report reads every cell on that
+history, updated by the outcomes the refit does not hold (production since), and stores the
+quantiles of what it scored, which the in-app recommendation reads back.
+
 The grid posterior gives everything steering needs without refitting: the posterior-mean
 amplitude (what a cell is expected to gain), upper quantiles (optimistic value for thin
 evidence) and posterior draws (Thompson sampling). :class:`CurveSet` is the result; the gap
@@ -66,6 +71,13 @@ from analytics.learning.posteriors import (
     TAU_GRID,
 )
 from analytics.learning.rows import EvaluationRows, FloatArray, IntArray
+from analytics.learning.stored import (
+    POSTERIOR_LEVELS,
+    curves_from_quantiles,
+    curves_on_history,
+    posterior_from_quantiles,
+    posterior_quantiles,
+)
 
 __all__ = [
     "CONDITION_RIDGE",
@@ -73,11 +85,16 @@ __all__ = [
     "EXPONENT_SPREADS",
     "FLOOR_EVIDENCE",
     "LOG_MULTIPLIER_GRID",
+    "POSTERIOR_LEVELS",
     "TAU_GRID",
     "CurveSet",
     "EvaluationRows",
     "FloatArray",
     "IntArray",
+    "curves_from_quantiles",
+    "curves_on_history",
     "fit_curve_set",
     "fit_history",
+    "posterior_from_quantiles",
+    "posterior_quantiles",
 ]

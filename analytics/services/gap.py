@@ -130,6 +130,22 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
         if refit is not None and refit.transfer
         else None
     )
+    # And every cell as that refit read it on the campaign's whole evaluation history (its
+    # own exponent, its conditions), updated by what the refit does not hold: production
+    # since the policy's release, an evaluation imported after the refit.
+    from analytics.services.steering.curves import refit_history
+
+    history = (
+        refit_history(
+            campaign=campaign,
+            space=inputs.space,
+            keys=inputs.keys,
+            refit=refit,
+            policy_id=inputs.evidence.get("policy_id"),
+        )
+        if refit is not None
+        else None
+    )
     result = compute_gap(
         GapInputs(
             labels=labels,
@@ -144,6 +160,7 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
             dimensions=dims,
             curve=curve,
             transfer=transfer if transfer is not None and transfer.transfers else None,
+            history=history,
         )
     )
     top = top_gaps(result, params["top_k"], blind_spot_min_share=params["blind_spot_min_share"])
@@ -161,6 +178,16 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
     t3 = time.perf_counter()
     summary = _summary(inputs, result, top, shift, refit.pk if refit is not None else None)
     summary["transfer"] = transfer.stored() if transfer is not None else None
+    summary["history"] = (
+        None
+        if history is None
+        else {
+            "refit": refit.pk if refit is not None else None,
+            "tau": history.tau,
+            "cells": int(np.isfinite(history.quantiles).all(axis=1).sum()),
+            "held_trials": float(history.trials.sum()),
+        }
+    )
     _store(report=report, inputs=inputs, result=result, labels=labels, summary=summary)
     timings["store"] = time.perf_counter() - t3
     timings["total"] = time.perf_counter() - t0
@@ -341,6 +368,7 @@ def _store(
         number(cells.effective_count),
         _copy_escape(pa.array([explained.get(i, "") for i in order.tolist()], pa.string())),
         _copy_escape(space.slugs_json_texts(codes[order])),
+        _array_literals(cells.log_multiplier, order),
     ]
     rows = pc.binary_join_element_wise(str(report.pk), *columns, "\t")
     lines = pc.binary_join_element_wise(rows, "\n", "")
@@ -371,11 +399,21 @@ def _store(
                 "COPY analytics_gapcell (report_id, value_ids, label, rank, target_share, train_count,"
                 " train_share, coverage, trials, successes, failure_rate, failure_low, failure_high,"
                 " interventions_per_day, priority, priority_elsewhere, effective_count, explanation,"
-                ' "values") FROM STDIN'
+                ' "values", log_multiplier) FROM STDIN'
             ) as copy,
         ):
             if rank:
                 copy.write(pgcopy.concatenated(lines))
+
+
+def _array_literals(values: Any, order: Any) -> pa.Array:
+    """Rows of floats as COPY text of PostgreSQL arrays (``{1.5,2}``); ``\\N`` (null) for
+    every row without them."""
+    if values is None:
+        return pa.array(["\\N"] * len(order), pa.string())
+    rows = np.asarray(values)[order]
+    parts = [pc.cast(pa.array(rows[:, j]), pa.string()) for j in range(rows.shape[1])]
+    return pc.binary_join_element_wise("{", pc.binary_join_element_wise(*parts, ","), "}", "")
 
 
 def _copy_escape(values: pa.Array) -> pa.Array:

@@ -390,7 +390,10 @@ def _outcome_rows(
     )
     dep_ids = [d.pk for d in deployments]
     rows: list[tuple[int, int, int]] = []
-    evidence: dict[str, Any] = {"policy": policy.name if policy else None}
+    evidence: dict[str, Any] = {
+        "policy": policy.name if policy else None,
+        "policy_id": policy.pk if policy else None,
+    }
     with connection.cursor() as cursor:
         if policy is not None:
             cursor.execute(

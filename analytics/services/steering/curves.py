@@ -9,10 +9,12 @@ from typing import Any
 
 import numpy as np
 from django.db import connection
+from django.db.models import Q
 
 from accounts.models import Job
 from accounts.services import job_create, job_running
-from analytics.learning import fit_history
+from analytics.gap import CellHistory
+from analytics.learning import POSTERIOR_LEVELS, fit_history, posterior_quantiles
 from analytics.models import (
     CurveFitRecord,
     EvaluationRun,
@@ -83,18 +85,27 @@ def policy_datasets(policy: PolicyVersion) -> list[int]:
 
 
 def _outcomes(
-    policy: PolicyVersion, space: DimensionSpace, deployment_ids: list[int], by_site: bool = False
+    policy: PolicyVersion | int | None,
+    space: DimensionSpace,
+    deployment_ids: list[int],
+    by_site: bool = False,
+    run_ids: list[int] | None = None,
 ) -> dict[Any, list[float]]:
-    """Trials and successes of a policy's evaluations at the campaign's deployments (and bench)."""
+    """Trials and successes of a policy's evaluations at the campaign's deployments (and
+    bench); only those of the given runs with ``run_ids`` (of every policy with ``policy``
+    ``None``)."""
+    policy_id = policy.pk if isinstance(policy, PolicyVersion) else policy
     with connection.cursor() as cursor:
         cursor.execute(
             """
             SELECT r.condition_set_id, COALESCE(e.site_id, 0), SUM(r.trials), SUM(r.successes)
             FROM analytics_evaluationresult r JOIN analytics_evaluationrun e ON e.id = r.run_id
-            WHERE e.policy_version_id = %s AND (e.deployment_id = ANY(%s) OR e.deployment_id IS NULL)
+            WHERE (%s::bigint IS NULL OR e.policy_version_id = %s)
+              AND (e.deployment_id = ANY(%s) OR e.deployment_id IS NULL)
+              AND (%s::bigint[] IS NULL OR e.id = ANY(%s))
             GROUP BY 1, 2
             """,
-            [policy.pk, deployment_ids],
+            [policy_id, policy_id, deployment_ids, run_ids, run_ids],
         )
         rows = cursor.fetchall()
         cursor.execute(
@@ -128,6 +139,12 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
             organization_id=campaign.organization_id, embodiment__in=campaign.embodiments.all()
         ).prefetch_related("trained_on_datasets", "trained_on_rounds")
     )
+    # The runs this refit holds, named once: a report reads on top of it only what they miss.
+    runs = sorted(
+        EvaluationRun.objects.filter(policy_version__in=policies)
+        .filter(Q(deployment__in=deployment_ids) | Q(deployment=None))
+        .values_list("pk", flat=True)
+    )
     current = train_counts(campaign=campaign, space=space)
     keys: list[Key] = sorted(current)
     index = {k: i for i, k in enumerate(keys)}
@@ -135,7 +152,7 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
     # in the data it was trained on, and its outcomes where it was evaluated.
     evaluated: list[tuple[dict[Key, float], dict[Key, list[float]]]] = []
     for policy in policies:
-        outcomes = _outcomes(policy, space, deployment_ids)
+        outcomes = _outcomes(policy, space, deployment_ids, run_ids=runs)
         if not outcomes:
             continue
         trained = train_counts(campaign=campaign, space=space, dataset_ids=policy_datasets(policy))
@@ -194,9 +211,14 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
             for i, k in enumerate(keys)
             if i < len(curves.amplitude)
         },
+        posteriors={
+            ",".join(map(str, space.value_ids(k))): [round(float(v), 6) for v in row]
+            for k, row in zip(keys, posterior_quantiles(curves.posterior).tolist(), strict=False)
+        },
         evidence={
             "policies": len(policies),
             "rows": int(np.count_nonzero(trials > 0)),  # evaluated (policy, cell) pairs
+            "runs": runs,
             "trials": float(trials.sum()),
             "failures": float((trials - successes).sum()),
             "reason": curves.fit.reason,
@@ -248,3 +270,36 @@ def curves_refit_compute(*, job_id: str) -> None:
         )
         ctx.extend_lease(REFIT_LEASE_SECONDS)
         curves_refit_for_run(run_id=int(ctx.job.task_kwargs["run_id"]))
+
+
+def refit_history(
+    *,
+    campaign: Campaign,
+    space: DimensionSpace,
+    keys: list[Key],
+    refit: CurveFitRecord,
+    policy_id: int | None,
+) -> CellHistory | None:
+    """The refit's reading of each of ``keys`` (a gap report's cells), and the outcomes of
+    the report's policy (``policy_id``, the latest) it already holds, so the report adds
+    only the rest. ``None`` for a refit that stored no posteriors (made before they were)."""
+    if not refit.posteriors:
+        return None
+    levels = POSTERIOR_LEVELS.size
+    quantiles = np.full((len(keys), levels), np.nan)
+    for i, key in enumerate(keys):
+        row = refit.posteriors.get(",".join(map(str, space.value_ids(key))))
+        if row is not None and len(row) == levels:
+            quantiles[i] = row
+    trials, successes = np.zeros(len(keys)), np.zeros(len(keys))
+    runs = list((refit.evidence or {}).get("runs") or [])
+    if policy_id is not None and runs:
+        deployment_ids = list(campaign.deployments.values_list("pk", flat=True))
+        index = {k: i for i, k in enumerate(keys)}
+        held = _outcomes(policy_id, space, deployment_ids, run_ids=runs)
+        for key, (t, s) in held.items():
+            if key in index:
+                trials[index[key]], successes[index[key]] = t, s
+    return CellHistory(
+        quantiles=quantiles, tau=float(refit.tau), trials=trials, successes=successes
+    )

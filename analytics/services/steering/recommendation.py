@@ -43,6 +43,7 @@ def next_round_recommendation(
     """
     from analytics.curves import LearningCurve
     from analytics.gap import gap_curves
+    from analytics.learning import curves_from_quantiles
     from analytics.models import GapCell
     from analytics.selectors_reliability import campaign_shift_adjustment
     from analytics.steering.economics import project_campaign
@@ -86,6 +87,7 @@ def next_round_recommendation(
             "trials",
             "successes",
             "failure_rate",
+            "log_multiplier",
         )
     )
     # One per-cell model: the cells' curves read back from the report's own cells, pooled
@@ -100,9 +102,22 @@ def next_round_recommendation(
     effective = [
         r["train_count"] if r["effective_count"] is None else r["effective_count"] for r in stored
     ]
-    all_curves = gap_curves(
-        effective, [r["trials"] for r in stored], [r["successes"] for r in stored], pooled
-    )
+    history = report.summary.get("history") or {}
+    kept: list[list[float]] = [r["log_multiplier"] for r in stored if r["log_multiplier"]]
+    if pooled is not None and history and stored and len(kept) == len(stored):
+        # The report read every cell on the campaign's evaluation history: the quantiles it
+        # stored give back the curves it scored.
+        all_curves = curves_from_quantiles(
+            pooled,
+            float(history["tau"]),
+            kept,
+            [r["trials"] for r in stored],
+            [r["trials"] - r["successes"] for r in stored],
+        )
+    else:
+        all_curves = gap_curves(
+            effective, [r["trials"] for r in stored], [r["successes"] for r in stored], pooled
+        )
     stored_transfer = report.summary.get("transfer")
     if stored_transfer:
         # An episode also trains the cells that share its conditions, so a cell without
