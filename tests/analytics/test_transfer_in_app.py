@@ -306,6 +306,9 @@ def test_the_recommendation_reads_back_the_curves_the_report_scored(history):
         campaign=world.campaign, budget=500, report=report, production_shifts=False
     )
 
+    assert rec["notes"][0].startswith(
+        "Curves: every cell is read on the campaign's evaluation history (the refit of 4 cells"
+    )
     assert rec["allocations"]
     for cell in rec["allocations"]:
         assert cell["failure_now"] == pytest.approx(

@@ -114,10 +114,17 @@ def next_round_recommendation(
             [r["trials"] for r in stored],
             [r["trials"] - r["successes"] for r in stored],
         )
+        curves_note: str | None = (
+            f"Curves: every cell is read on the campaign's evaluation history (the refit of "
+            f"{history.get('cells', 0):,} cells, each with its own learning pace and its "
+            "conditions), plus the production since the release and any evaluation imported "
+            "after the refit."
+        )
     else:
         all_curves = gap_curves(
             effective, [r["trials"] for r in stored], [r["successes"] for r in stored], pooled
         )
+        curves_note = None
     stored_transfer = report.summary.get("transfer")
     if stored_transfer:
         # An episode also trains the cells that share its conditions, so a cell without
@@ -206,7 +213,8 @@ def next_round_recommendation(
         "before": rec.interventions_per_day_before,
         "after": rec.interventions_per_day_after,
         "allocations": allocations,
-        "notes": (shifts.notes if shifts is not None else [])
+        "notes": ([curves_note] if curves_note else [])
+        + (shifts.notes if shifts is not None else [])
         + ([f"Transfer: {transfer.describe()}."] if transfer is not None else []),
         "transfer": transfer.stored() if transfer is not None else None,
         "shift_flags": shifts.flags if shifts is not None else [],
