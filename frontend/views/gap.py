@@ -22,6 +22,7 @@ from analytics.selectors import (
     gap_compare,
     gap_heatmap,
     gap_report_dimensions,
+    latest_curves,
 )
 from analytics.services.gap import gap_report_request
 from campaigns.models import Campaign
@@ -43,11 +44,16 @@ def _report_context(report: GapReport) -> dict[str, Any]:
         }
         for i, b in enumerate(summary.get("bars", []))
     ]
+    # A refit after the report (an evaluation imported since): the report's cells are not
+    # read on it until a new report is computed.
+    refit = latest_curves(campaign=report.campaign, dimension_slugs=report.dimension_slugs or [])
+    used = (summary.get("curve") or {}).get("refit")
     return {
         "summary": summary,
         "bars": bars,
         "dims": gap_report_dimensions(report=report),
         "metrics": charts.METRICS,
+        "newer_refit": refit if refit is not None and refit.pk != used else None,
     }
 
 

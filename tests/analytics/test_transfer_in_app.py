@@ -296,6 +296,22 @@ def test_the_gap_report_reads_every_cell_on_the_refit_of_its_history(history, cl
     assert history_error < snapshot_error
 
 
+def test_the_report_page_says_when_the_curves_were_refitted_after_it(history, client_for):
+    world, _ = history
+    # The fixture's report came before the evaluations: no refit reads it yet.
+    before = _report(world)
+    page = client_for(world.manager).get(reverse("planner:gap-report", args=[before.pk]))
+    assert 'id="newer-refit"' not in page.content.decode()
+
+    curves_refit(campaign=world.campaign)
+    page = client_for(world.manager).get(reverse("planner:gap-report", args=[before.pk]))
+    assert "compute a new report to read every cell on them" in page.content.decode()
+
+    after = _report(world)
+    page = client_for(world.manager).get(reverse("planner:gap-report", args=[after.pk]))
+    assert 'id="newer-refit"' not in page.content.decode()
+
+
 def test_the_recommendation_reads_back_the_curves_the_report_scored(history):
     world, _ = history
     curves_refit(campaign=world.campaign)
