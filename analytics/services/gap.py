@@ -142,6 +142,8 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
             keys=inputs.keys,
             refit=refit,
             policy_id=inputs.evidence.get("policy_id"),
+            trials=np.asarray(inputs.trials, dtype=np.float64),
+            successes=np.asarray(inputs.successes, dtype=np.float64),
         )
         if refit is not None
         else None

@@ -31,8 +31,10 @@ from analytics.models import (
     PolicyVersion,
 )
 from analytics.services.gap import gap_report_build
+from analytics.services.gap_inputs import DimensionSpace
 from analytics.services.planning import plan_cells_from_report
 from analytics.services.steering import curves_refit, next_round_recommendation
+from analytics.services.steering.curves import refit_history
 from campaigns.planning.gain import decay_fraction
 from labeling.models import Dataset, Episode
 from sites.models import ConditionDimension, ConditionShare, ConditionValue, ProductionLog
@@ -370,3 +372,38 @@ def test_what_the_refit_does_not_hold_is_added_once_and_what_it_holds_is_not_add
     for other, cell in after.items():
         if other != key:
             assert cell.failure_rate == pytest.approx(before[other].failure_rate, rel=1e-6)
+
+
+def test_the_refit_holds_no_more_of_a_cell_than_the_report_still_reads(history):
+    """Evidence that shrank since the refit (a deployment taken off the campaign) is held
+    only as far as the report still reads it, failures and successes each: the report
+    never refuses to read its cells on the history."""
+    world, sets = history
+    fit = curves_refit(campaign=world.campaign)
+    space = DimensionSpace.build(organization_id=world.operator.pk, slugs=["lighting", "clutter"])
+    keys = [space.project(list(s.value_ids)) for s in sets.values()]
+    p3 = PolicyVersion.objects.get(organization=world.operator, slug="p3")
+    trained: dict[tuple[str, str], int] = {}
+    for d in POLICIES["p3"]:
+        for cell, n in DATASETS[d].items():
+            trained[cell] = trained.get(cell, 0) + n
+    failures = [float(round(TRIALS * _rate(trained, cell))) for cell in sets]
+
+    def held(trials, successes):
+        return refit_history(
+            campaign=world.campaign,
+            space=space,
+            keys=keys,
+            refit=fit,
+            policy_id=p3.pk,
+            trials=np.array(trials, dtype=float),
+            successes=np.array(successes, dtype=float),
+        )
+
+    full = held([TRIALS] * 4, [TRIALS - f for f in failures])
+    assert full.trials.tolist() == [TRIALS] * 4
+    assert full.successes.tolist() == [TRIALS - f for f in failures]
+
+    shrunk = held([TRIALS, 100, 0, 5], [TRIALS - failures[0], 100, 0, 0])
+    assert shrunk.trials.tolist() == [TRIALS, 100, 0, min(failures[3], 5)]
+    assert shrunk.successes.tolist() == [TRIALS - failures[0], 100, 0, 0]

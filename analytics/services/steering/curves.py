@@ -279,10 +279,13 @@ def refit_history(
     keys: list[Key],
     refit: CurveFitRecord,
     policy_id: int | None,
+    trials: np.ndarray,
+    successes: np.ndarray,
 ) -> CellHistory | None:
     """The refit's reading of each of ``keys`` (a gap report's cells), and the outcomes of
     the report's policy (``policy_id``, the latest) it already holds, so the report adds
-    only the rest. ``None`` for a refit that stored no posteriors (made before they were)."""
+    only the rest of its ``trials`` / ``successes`` per cell. ``None`` for a refit that
+    stored no posteriors (made before they were)."""
     if not refit.posteriors:
         return None
     levels = POSTERIOR_LEVELS.size
@@ -291,7 +294,7 @@ def refit_history(
         row = refit.posteriors.get(",".join(map(str, space.value_ids(key))))
         if row is not None and len(row) == levels:
             quantiles[i] = row
-    trials, successes = np.zeros(len(keys)), np.zeros(len(keys))
+    held_trials, held_successes = np.zeros(len(keys)), np.zeros(len(keys))
     runs = list((refit.evidence or {}).get("runs") or [])
     if policy_id is not None and runs:
         deployment_ids = list(campaign.deployments.values_list("pk", flat=True))
@@ -299,7 +302,15 @@ def refit_history(
         held = _outcomes(policy_id, space, deployment_ids, run_ids=runs)
         for key, (t, s) in held.items():
             if key in index:
-                trials[index[key]], successes[index[key]] = t, s
+                held_trials[index[key]], held_successes[index[key]] = t, s
+    # What the refit holds is part of what the report reads, run for run; should a cell's
+    # evidence have shrunk since (a deployment taken off the campaign), only what the
+    # report still reads counts as held, its failures and its successes each.
+    held_failures = np.minimum(held_trials - held_successes, trials - successes)
+    held_successes = np.minimum(held_successes, successes)
     return CellHistory(
-        quantiles=quantiles, tau=float(refit.tau), trials=trials, successes=successes
+        quantiles=quantiles,
+        tau=float(refit.tau),
+        trials=held_successes + held_failures,
+        successes=held_successes,
     )
