@@ -218,7 +218,9 @@ class GapCells:
     read at; ``train_count`` without transfer). ``priority``, the value of capture, is
     interventions avoided per day by one more episode in the cell: in the cell itself plus
     ``priority_elsewhere``, in the cells it helps (each of which gains the share of an
-    episode that transfers to it).
+    episode that transfers to it). ``log_multiplier`` holds, when the cells were read on a
+    history (``GapInputs.history``), the quantiles of each cell's posterior of ``log m``
+    at :data:`analytics.learning.POSTERIOR_LEVELS` it was scored with (``None`` otherwise).
     """
 
     target_share: FloatArray
