@@ -175,10 +175,6 @@ class GapInputs:
             h = self.history
             if np.shape(h.quantiles)[0] != size or np.shape(h.trials) != (size,):
                 raise ValueError(f"the cell history must have {size} cells like labels")
-            if np.any(np.asarray(h.trials) > trials) or np.any(
-                np.asarray(h.trials) - np.asarray(h.successes) > trials - successes
-            ):
-                raise ValueError("the cell history holds outcomes beyond the cells' own")
         dims = tuple(self.dimensions)
         for dim in dims:
             codes = dim.codes

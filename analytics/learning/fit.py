@@ -78,6 +78,20 @@ def _refit_with_offsets(
     return LearningCurve(f_inf=f_inf, a=min(a, 1.0 - f_inf), b=b), -float(result.fun) / scale
 
 
+def given_fit(curve: LearningCurve | CurveFit, rows: EvaluationRows) -> CurveFit:
+    """A pooled curve given, not fitted, as the fit of these rows (a fit passes as it is)."""
+    if isinstance(curve, CurveFit):
+        return curve
+    return CurveFit(
+        curve=curve,
+        source="given",
+        n_cells=int(np.count_nonzero(rows.trials_per_cell())),
+        n_trials=int(rows.trials.sum()),
+        n_failures=int((rows.trials - rows.successes).sum()),
+        log_likelihood=log_likelihood(curve, rows.train_count, rows.trials, rows.successes),
+    )
+
+
 def fit_curve_set(
     rows: EvaluationRows,
     current_train_count: npt.ArrayLike | None = None,
@@ -106,17 +120,8 @@ def fit_curve_set(
     input.
     """
     given = curve is not None
-    if isinstance(curve, CurveFit):
-        fit = curve
-    elif curve is not None:
-        fit = CurveFit(
-            curve=curve,
-            source="given",
-            n_cells=int(np.count_nonzero(rows.trials_per_cell())),
-            n_trials=int(rows.trials.sum()),
-            n_failures=int((rows.trials - rows.successes).sum()),
-            log_likelihood=log_likelihood(curve, rows.train_count, rows.trials, rows.successes),
-        )
+    if curve is not None:
+        fit = given_fit(curve, rows)
     else:
         fit = fit_learning_curve(
             rows.train_count, rows.trials, rows.successes, prior=prior, min_cells=min_cells

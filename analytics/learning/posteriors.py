@@ -267,9 +267,11 @@ def _cell_posteriors_with_exponents(
         position = np.clip((moved - grid[0]) / step, 0.0, grid.size - 1.0)
         low = np.minimum(np.floor(position).astype(np.int64), grid.size - 2)
         upper = position - low
-        base = (np.arange(lo, hi) * grid.size)[:, None, None]
-        posterior += _sum_by((base + low).ravel(), (joint * (1.0 - upper)).ravel(), posterior.size)
-        posterior += _sum_by((base + low + 1).ravel(), (joint * upper).ravel(), posterior.size)
+        base = (np.arange(hi - lo) * grid.size)[:, None, None]
+        span = (hi - lo) * grid.size
+        mine = posterior[lo * grid.size : hi * grid.size]  # a view: this block's cells
+        mine += _sum_by((base + low).ravel(), (joint * (1.0 - upper)).ravel(), span)
+        mine += _sum_by((base + low + 1).ravel(), (joint * upper).ravel(), span)
         marginal[lo:hi] = joint.sum(axis=1)
         offset_mean[lo:hi] = (joint.sum(axis=2) * offsets).sum(axis=1)
     return (

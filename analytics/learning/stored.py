@@ -20,7 +20,7 @@ from scipy import special
 
 from analytics.curves import CurveFit, LearningCurve
 from analytics.learning.curveset import CurveSet
-from analytics.learning.fit import fit_curve_set
+from analytics.learning.fit import fit_curve_set, given_fit
 from analytics.learning.posteriors import (
     LOG_MULTIPLIER_GRID,
     _ceiling,
@@ -136,13 +136,16 @@ def curves_from_quantiles(
     curve: LearningCurve | CurveFit,
     tau: float,
     quantiles: npt.ArrayLike,
+    n: npt.ArrayLike,
     trials: npt.ArrayLike,
-    failures: npt.ArrayLike,
+    successes: npt.ArrayLike,
     grid: FloatArray = LOG_MULTIPLIER_GRID,
 ) -> CurveSet:
-    """The curve set whose cells hold the posteriors the quantiles describe (the pooled
-    curve and spread as given; ``trials`` / ``failures`` the evidence shown per cell)."""
-    fit = curve if isinstance(curve, CurveFit) else _given(curve, trials, failures)
+    """The curve set whose cells hold the posteriors the quantiles describe, around the
+    pooled curve and spread given (``n`` / ``trials`` / ``successes``: each cell's training
+    and the outcomes shown for it, as :func:`analytics.gap.gap_curves` takes them)."""
+    rows = EvaluationRows.snapshot(np.asarray(n, dtype=np.float64), trials, successes)
+    fit = given_fit(curve, rows)
     posterior = posterior_from_quantiles(quantiles, grid)
     return CurveSet(
         fit=fit,
@@ -150,20 +153,8 @@ def curves_from_quantiles(
         posterior=posterior,
         tau=float(tau),
         amplitude=fit.curve.a * (posterior * np.exp(grid)).sum(axis=1),
-        trials=np.asarray(trials, dtype=np.float64),
-        failures=np.asarray(failures, dtype=np.float64),
-    )
-
-
-def _given(curve: LearningCurve, trials: npt.ArrayLike, failures: npt.ArrayLike) -> CurveFit:
-    t = np.asarray(trials, dtype=np.float64)
-    return CurveFit(
-        curve=curve,
-        source="given",
-        n_cells=int(np.count_nonzero(t)),
-        n_trials=int(t.sum()),
-        n_failures=int(np.asarray(failures, dtype=np.float64).sum()),
-        log_likelihood=float("nan"),
+        trials=rows.trials_per_cell(),
+        failures=rows.failures_per_cell(),
     )
 
 
@@ -204,20 +195,23 @@ def curves_on_history(
             f"cell {bad}: the refit holds {held_t[bad]:g} trials ({held_s[bad]:g} successes) "
             f"of the {t[bad]:g} ({s[bad]:g}) given"
         )
-    pooled = curve.curve if isinstance(curve, CurveFit) else curve
     grid = LOG_MULTIPLIER_GRID
-    # Cells without history: the pooled prior updated by all their outcomes, which is the
-    # snapshot reading at this spread.
-    fresh = fit_curve_set(
-        EvaluationRows.snapshot(n_arr, extra_t, extra_s), n_arr, curve=curve, tau=tau
-    )
-    posterior = fresh.posterior.copy()
-    known = np.flatnonzero(np.isfinite(q).all(axis=1))
-    if known.size:
-        prior = posterior_from_quantiles(q[known], grid)
-        rows = EvaluationRows.snapshot(n_arr[known], extra_t[known], extra_s[known])
+    fit = given_fit(curve, EvaluationRows.snapshot(n_arr, t, s))
+    pooled = fit.curve
+    posterior = np.empty((n_arr.size, grid.size))
+    known = np.isfinite(q).all(axis=1)
+    fresh = np.flatnonzero(~known)
+    if fresh.size:
+        # Cells without history: the pooled prior updated by all their outcomes, which is
+        # the reading from current outcomes at this spread (cell by cell, the curve given).
+        rows = EvaluationRows.snapshot(n_arr[fresh], extra_t[fresh], extra_s[fresh])
+        posterior[fresh] = fit_curve_set(rows, n_arr[fresh], curve=fit, tau=tau).posterior
+    at = np.flatnonzero(known)
+    if at.size:
+        prior = posterior_from_quantiles(q[at], grid)
+        rows = EvaluationRows.snapshot(n_arr[at], extra_t[at], extra_s[at])
         loglik = _row_log_likelihood(pooled, rows, grid)
-        last, top_share = _ceiling(pooled, n_arr[known], grid)
+        last, top_share = _ceiling(pooled, n_arr[at], grid)
         with np.errstate(divide="ignore"):
             log_post = np.log(prior * _share_rows(last, top_share, grid.size)) + loglik
         top = log_post.max(axis=1, keepdims=True)
@@ -225,10 +219,9 @@ def curves_on_history(
         top = np.where(np.isfinite(top), top, 0.0)
         post = np.exp(log_post - top)
         post[post.sum(axis=1) == 0, 0] = 1.0
-        posterior[known] = post / post.sum(axis=1, keepdims=True)
+        posterior[at] = post / post.sum(axis=1, keepdims=True)
     kept = posterior_quantiles(posterior, grid)
-    curves = curves_from_quantiles(fresh.fit, tau, kept, t, t - s, grid)
-    return curves, kept
+    return curves_from_quantiles(fit, tau, kept, n_arr, t, s, grid), kept
 
 
 __all__ = [

@@ -184,7 +184,6 @@ def gap_report_build(*, report: GapReport, ctx: JobContext | None = None) -> Gap
         None
         if history is None
         else {
-            "refit": refit.pk if refit is not None else None,
             "tau": history.tau,
             "cells": int(np.isfinite(history.quantiles).all(axis=1).sum()),
             "held_trials": float(history.trials.sum()),

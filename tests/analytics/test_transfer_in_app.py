@@ -281,14 +281,19 @@ def test_the_gap_report_reads_every_cell_on_the_refit_of_its_history(history, cl
         for cell, n in DATASETS[d].items():
             latest[cell] = latest.get(cell, 0) + n
     history_error = snapshot_error = 0.0
-    assert report.summary["history"]["refit"] == fit.pk
+    assert report.summary["curve"]["refit"] == fit.pk
     # The refit holds the latest policy's evaluations: the report adds nothing to them.
     assert report.summary["history"]["held_trials"] == TRIALS * len(sets)
     for name, condition_set in sets.items():
         cell = cells[tuple(sorted(condition_set.value_ids))]
         assert len(cell.log_multiplier) == POSTERIOR_LEVELS.size
         on_history = curves_from_quantiles(
-            pooled, fit.tau, [fit.posteriors[_key(condition_set)]], [cell.trials], [0]
+            pooled,
+            fit.tau,
+            [fit.posteriors[_key(condition_set)]],
+            [cell.effective_count],
+            [cell.trials],
+            [cell.successes],
         ).rate([cell.effective_count])[0]
         assert cell.failure_rate == pytest.approx(on_history, rel=0.005)
         snapshot = gap_curves([cell.effective_count], [cell.trials], [cell.successes], pooled)
@@ -363,7 +368,7 @@ def test_what_the_refit_does_not_hold_is_added_once_and_what_it_holds_is_not_add
     report = _report(world)
     after = {tuple(c.value_ids): c for c in GapCell.objects.filter(report=report)}
     key = tuple(sorted(dim_dense.value_ids))
-    assert report.summary["history"]["refit"] == fit.pk
+    assert report.summary["curve"]["refit"] == fit.pk
     assert report.summary["history"]["held_trials"] == TRIALS * len(sets)
     assert after[key].trials == before[key].trials + 3000
     # 120 failures in 3,000 more trials (4%, against about 0.3%) raise the cell's rate far

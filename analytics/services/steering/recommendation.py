@@ -111,8 +111,9 @@ def next_round_recommendation(
             pooled,
             float(history["tau"]),
             kept,
+            effective,
             [r["trials"] for r in stored],
-            [r["trials"] - r["successes"] for r in stored],
+            [r["successes"] for r in stored],
         )
         curves_note: str | None = (
             f"Curves: every cell is read on the campaign's evaluation history (the refit of "

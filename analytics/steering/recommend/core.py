@@ -68,8 +68,8 @@ def recommend(
     :func:`analytics.learning.fit_history`, the refit the app and the simulated steered
     strategy run too (with history each cell has its own exponent and an amplitude prior
     from its conditions; without, each cell is read from its current outcomes).
-    ``extra_failure_rate`` (failures per cycle, one per cell, >= 0) is failure seen in production beyond what the evaluations
-    show, e.g. a flagged rise (:mod:`analytics.reliability`): it is added to the cell's
+    ``extra_failure_rate`` (failures per cycle, one per cell, >= 0) is failure seen in
+    production beyond what the evaluations show, e.g. a flagged rise (:mod:`analytics.reliability`): it is added to the cell's
     current rate by scaling the cell's curve amplitude, so the extra failures are assumed to
     fall with training data like the rest of the cell's. The result is deterministic for a
     given ``seed`` (only Thompson sampling uses it). Raises RecommendationInputError on
