@@ -170,12 +170,15 @@ def demo_round(
         files.append((path, slug, label))
     if import_results:
         from analytics.services.evaluations import evaluation_import_file
+        from analytics.services.steering import curves_refit
 
+        imported = 0
         for path, slug, label in files:
             if EvaluationRun.objects.filter(
                 organization=ctx.operator, policy_version=policy, label=label
             ).exists():
                 continue  # played before: the evaluation is in already
+            imported += 1
             evaluation_import_file(
                 organization=ctx.operator,
                 name=path.name,
@@ -184,6 +187,19 @@ def demo_round(
                 deployment=slug,
                 label=label,
                 evaluated_on=date(2027, 1, 12),
+            )
+        if imported:
+            # The refit the imports queued, made now, and the gap after round 1 on it: the
+            # demo's latest report reads every cell on the whole evaluation history (the
+            # queued refits then find the evidence already read and store nothing).
+            curves_refit(campaign=campaign)
+            latest = gap_report_latest(campaign=campaign)
+            gap_report_build(
+                report=GapReport.objects.create(
+                    organization=ctx.operator,
+                    campaign=campaign,
+                    dimension_slugs=latest.dimension_slugs if latest else [],
+                )
             )
         # The round's impact, measured once (the page only reads; it measures on request).
         from analytics.models import RoundImpactReport

@@ -121,6 +121,57 @@ def test_importing_refits_the_campaign_curves(
     assert other["results"] == []
 
 
+def test_a_refit_on_evidence_the_latest_refit_read_stores_nothing_and_says_so(
+    world_a, django_capture_on_commit_callbacks
+):
+    from accounts.models import Job
+    from analytics.services.steering import curves_refit
+    from analytics.services.steering.curves import curves_refit_request
+    from labeling.models import Episode
+
+    rows = b"lighting,trials,successes\ndim,200,170\nbright,200,196\n"
+    with django_capture_on_commit_callbacks(execute=True):
+        run = evaluation_import_file(
+            organization=world_a.operator,
+            name="e.csv",
+            content=rows,
+            policy=world_a.policy.slug,
+            deployment=world_a.deployment.slug,
+            label="first",
+        )
+    first = CurveFitRecord.objects.get(campaign=world_a.campaign)
+    assert Job.objects.get(kind="curves_refit").message == (
+        f"{world_a.campaign.name}: refitted on {len(first.posteriors)} cells"
+    )
+
+    # A second job on the same evidence (a re-delivered task, or two imports in a row whose
+    # first job already read both) is a read, not a fit.
+    with django_capture_on_commit_callbacks(execute=True):
+        again = curves_refit_request(run=run)
+    again.refresh_from_db()
+    assert again.status == "succeeded"
+    assert "already current" in again.message and world_a.campaign.name in again.message
+    assert list(CurveFitRecord.objects.filter(campaign=world_a.campaign)) == [first]
+    assert curves_refit(campaign=world_a.campaign) == first
+
+    # Any change to what it reads refits: an episode captured in a cell ...
+    Episode.objects.create(
+        organization=world_a.operator,
+        dataset=world_a.dataset,
+        key="1",
+        embodiment=world_a.embodiment,
+        condition_set=world_a.episode.condition_set,
+        frames=100,
+    )
+    second = curves_refit(campaign=world_a.campaign)
+    assert second.pk != first.pk and second.evidence["inputs"] != first.evidence["inputs"]
+    # ... or an outcome of a run it holds.
+    EvaluationResult.objects.filter(run=run).update(successes=150)
+    third = curves_refit(campaign=world_a.campaign)
+    assert third.pk != second.pk
+    assert third.evidence["failures"] > second.evidence["failures"]
+
+
 def test_an_import_that_does_not_commit_refits_nothing(world_a):
     from accounts.models import Job
 

@@ -5,11 +5,13 @@ evaluation history, and the training counts they are read at (part of
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import numpy as np
 from django.db import connection
 from django.db.models import Q
+from django.utils import timezone
 
 from accounts.models import Job
 from accounts.services import job_create, job_running
@@ -125,13 +127,41 @@ def _outcomes(
     return out
 
 
+REFIT_INPUTS_VERSION = "1"
+"""Part of every refit's inputs fingerprint: raise it when the refit's model changes, so a
+refit on unchanged evidence is made again rather than taken as current."""
+
+
+def _inputs_fingerprint(
+    dimension_slugs: list[str],
+    keys: list[Key],
+    runs: list[int],
+    arrays: tuple[np.ndarray, ...],
+) -> str:
+    """A digest of everything a refit reads: its cells, the runs it holds, and the training
+    counts and outcomes per evaluation and now. Equal digests give equal refits (the fit is
+    deterministic), so a refit whose digest the latest one already has need not run again."""
+    digest = hashlib.sha256(REFIT_INPUTS_VERSION.encode())
+    digest.update(repr((dimension_slugs, keys, runs)).encode())
+    for array in arrays:
+        digest.update(repr(array.shape).encode())
+        digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
+    return digest.hexdigest()
+
+
 REFIT_INTERVAL_CELLS = 2000
 """Up to this many cells the refit gives each transfer strength its interval (each interval
 costs about forty estimates; beyond it the strengths are given without)."""
 
 
 def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
-    """Refit the campaign's learning curves from its whole evaluation history and store them."""
+    """Refit the campaign's learning curves from its whole evaluation history and store them.
+
+    A refit reads only stored evidence, and the same evidence gives the same refit: when the
+    latest refit over the same cells read exactly what this one would (its inputs
+    fingerprint), it is returned as it is and nothing is stored. So the refits two imports
+    in a row queue, or one run after a manager already refitted, cost a read, not a fit.
+    """
     space = _space(campaign)
     deployment_ids = list(campaign.deployments.values_list("pk", flat=True))
     policies = list(
@@ -171,6 +201,15 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
         for key, (t, s) in outcomes.items():
             trials[e, index[key]], successes[e, index[key]] = t, s
     n_now = np.array([current.get(k, 0.0) for k in keys] or [0.0])
+    slugs = [d.slug for d in space.dimensions]
+    fingerprint = _inputs_fingerprint(slugs, keys, runs, (counts, trials, successes, n_now))
+    latest = (
+        CurveFitRecord.objects.filter(campaign=campaign, dimension_slugs=slugs)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if latest is not None and (latest.evidence or {}).get("inputs") == fingerprint:
+        return latest
     # How much an episode in one cell trains the cells sharing its conditions, learnt from
     # the same history (none until two evaluations show it); the curves are read at the
     # effective training it gives, here and wherever this refit is used.
@@ -200,7 +239,7 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
     pooled = curves.pooled
     return CurveFitRecord.objects.create(
         campaign=campaign,
-        dimension_slugs=[d.slug for d in space.dimensions],
+        dimension_slugs=slugs,
         f_inf=pooled.f_inf,
         a=pooled.a,
         b=pooled.b,
@@ -219,6 +258,7 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
             "policies": len(policies),
             "rows": int(np.count_nonzero(trials > 0)),  # evaluated (policy, cell) pairs
             "runs": runs,
+            "inputs": fingerprint,
             "trials": float(trials.sum()),
             "failures": float((trials - successes).sum()),
             "reason": curves.fit.reason,
@@ -269,7 +309,19 @@ def curves_refit_compute(*, job_id: str) -> None:
             0, 1, "Refitting the learning curves and the transfer between cells", force=True
         )
         ctx.extend_lease(REFIT_LEASE_SECONDS)
-        curves_refit_for_run(run_id=int(ctx.job.task_kwargs["run_id"]))
+        started = timezone.now()
+        records = curves_refit_for_run(run_id=int(ctx.job.task_kwargs["run_id"]))
+        said = [
+            f"{r.campaign.name}: "
+            + (
+                f"refitted on {len(r.posteriors):,} cells"
+                if r.created_at >= started
+                else "already current (the refit of "
+                + f"{timezone.localtime(r.created_at):%Y-%m-%d %H:%M %Z} read the same evidence)"
+            )
+            for r in records
+        ]
+        ctx.progress(1, 1, "; ".join(said) or "No campaign reads this evaluation.", force=True)
 
 
 def refit_history(
