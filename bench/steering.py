@@ -21,7 +21,10 @@ strategy's excess failures divided by the oracle's (10th-90th percentile in brac
 first column is the informed reference (:mod:`analytics.steering.simulate.informed`): it
 knows everything but each cell's own amplitude and exponent and learns those by Bayes' rule
 under the world's true priors, so its ratio is what learning from these evaluations costs
-at least.
+at least. ``--bounds`` adds the :data:`~analytics.steering.simulate.FIRST_ROUND_BOUNDS`:
+steered in the first round (no history yet, where the recommendation is today's by the
+issue's own test), then the informed reference or the oracle — the least a strategy that
+plays today's first round can lose, learning or knowing the truth from the second round on.
 Excess failures: the sum over rounds of (true failure mass after the round - floor mass) *
 cycles per day, a round counted as one day of production. No acceptance threshold.
 """
@@ -49,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analytics.steering.recommend import Exploration  # noqa: E402
 from analytics.steering.simulate import (  # noqa: E402
+    FIRST_ROUND_BOUNDS,
     INFORMED,
     ORACLE,
     WORLDS,
@@ -93,15 +97,15 @@ def run_seed(job: Job) -> dict[str, float | None]:
     }
 
 
-OracleJob = tuple[str, int, float, int, Exploration]
+OracleJob = tuple[str, int, float, int, Exploration, tuple[str, ...]]
 
 
 def run_against_oracle(job: OracleJob) -> tuple[str, dict[str, float], float, float]:
     """Return one seed's excess failures per strategy, and the oracle's first and last reliability."""
-    family, seed, budget, rounds, exploration = job
+    family, seed, budget, rounds, exploration, names = job
     excess: dict[str, float] = {}
     first = last = math.nan
-    for name in (*AGAINST_ORACLE, ORACLE):
+    for name in (*names, ORACLE):
         result = simulate(
             name,
             seed=seed,
@@ -128,9 +132,10 @@ def oracle_main(args: argparse.Namespace) -> int:
     seeds = ORACLE_SEEDS if args.seeds is None else args.seeds
     rounds = ORACLE_ROUNDS if args.rounds is None else args.rounds
     exploration = Exploration(args.exploration, args.level)
+    names = (*AGAINST_ORACLE, *(FIRST_ROUND_BOUNDS if args.bounds else ()))
     started = time.perf_counter()
     jobs: list[OracleJob] = [
-        (family, seed, args.budget, rounds, exploration)
+        (family, seed, args.budget, rounds, exploration, names)
         for seed in range(ORACLE_FIRST_SEED, ORACLE_FIRST_SEED + seeds)
         for family in WORLDS
     ]
@@ -146,7 +151,7 @@ def oracle_main(args: argparse.Namespace) -> int:
         "excess failures / oracle's: median [10th-90th percentile] over seeds; excess = sum "
         "over rounds of (true failure mass - floor) x cycles per day, a round = one day"
     )
-    header = "".join(f"{name:>22}" for name in AGAINST_ORACLE)
+    header = "".join(f"{name:>22}" for name in names)
     print(f"{'family':<13}{'oracle excess':>14}{'oracle reliability':>24}{header}")
     for family in WORLDS:
         mine = [row for row in rows if row[0] == family]
@@ -154,7 +159,7 @@ def oracle_main(args: argparse.Namespace) -> int:
         first = float(np.median([row[2] for row in mine]))
         last = float(np.median([row[3] for row in mine]))
         cells = ""
-        for name in AGAINST_ORACLE:
+        for name in names:
             ratio = np.array([row[1][name] for row in mine]) / oracle
             p10, p50, p90 = np.percentile(ratio, [10, 50, 90])
             cells += f"{f'{p50:.3f} [{p10:.2f}-{p90:.2f}]':>22}"
@@ -195,6 +200,11 @@ def main() -> int:
         "--oracle",
         action="store_true",
         help="excess failures against an oracle that knows the truth, per world family",
+    )
+    parser.add_argument(
+        "--bounds",
+        action="store_true",
+        help="with --oracle: also steered's first round then the informed reference or the oracle",
     )
     args = parser.parse_args()
     if args.oracle:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from analytics.steering.observation import Observation
 from analytics.steering.simulate import (
     DIMENSIONS,
+    FIRST_ROUND_BOUNDS,
     INFORMED,
     ORACLE,
     WORLDS,
@@ -20,6 +21,7 @@ from analytics.steering.simulate import (
     _truth_of,
     excess_failures,
     informed_curves,
+    make_informed,
     make_oracle,
     make_world,
     oracle_allocation,
@@ -529,6 +531,26 @@ def test_the_oracle_leaves_no_more_excess_failures_than_the_informed_reference(s
     }
 
     assert excess[ORACLE] < excess[INFORMED] < excess["proportional"], excess
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_ROUND_BOUNDS))
+def test_a_first_round_bound_plays_steered_first_then_its_reference(name):
+    # The bound is steered's first round exactly, then the reference on the world that round
+    # left: what any strategy that starts as today's recommendation can at best do after.
+    seed, family = 7, "cost"
+    bound = simulate(name, seed=seed, rounds=3, config=WORLDS[family])
+    steered = simulate("steered", seed=seed, rounds=1, config=WORLDS[family])
+
+    world = make_world(seed, config=WORLDS[family])
+    reference = (make_oracle if FIRST_ROUND_BOUNDS[name] == ORACLE else make_informed)(world)
+    world.train(np.asarray(steered.allocations[0]))
+    world.evaluate()
+    second = reference(world.observe())
+
+    assert bound.allocations[0] == steered.allocations[0]
+    assert bound.allocations[1] == [int(x) for x in second]
+    assert bound.allocations[1] != bound.allocations[0]
+    assert name not in STRATEGY_NAMES
 
 
 # --- excess failures ---------------------------------------------------------------------

@@ -53,6 +53,7 @@ kept in a private attribute of :class:`World` and never passed to a strategy).
 """
 
 from analytics.steering.simulate.campaign import (
+    FIRST_ROUND_BOUNDS,
     CampaignResult,
     excess_failures,
     median_or_none,
@@ -74,6 +75,7 @@ from analytics.steering.simulate.world import (
 
 __all__ = [
     "DIMENSIONS",
+    "FIRST_ROUND_BOUNDS",
     "INFORMED",
     "ORACLE",
     "TRANSFER_MODELS",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from analytics.steering.observation import IntArray, Strategy
+from analytics.steering.observation import IntArray, Observation, Strategy
 from analytics.steering.recommend import Exploration
 from analytics.steering.simulate.informed import INFORMED, make_informed
 from analytics.steering.simulate.oracle import ORACLE, make_oracle
@@ -149,6 +149,24 @@ _REFERENCES: dict[str, Callable[[World], Strategy]] = {
 }
 """The strategies that read the world's hidden truth, by name: built from the world itself."""
 
+FIRST_ROUND_BOUNDS: dict[str, str] = {
+    "steered-then-oracle": ORACLE,
+    "steered-then-informed": INFORMED,
+}
+"""Bounds on any strategy whose first round is the steered one, by name: steered in the
+first round (no history yet, where a recommendation is today's), then the named reference.
+``steered-then-informed`` is the least such a strategy that learns from evaluations can
+expect to lose, ``steered-then-oracle`` the least any can."""
+
+
+def _first_round_then(reference: Strategy, first: Strategy) -> Strategy:
+    """Return the strategy playing ``first`` in round 0 and ``reference`` after it."""
+
+    def strategy(observation: Observation) -> IntArray:
+        return first(observation) if observation.round == 0 else reference(observation)
+
+    return strategy
+
 
 def simulate(
     strategy_name: str,
@@ -167,15 +185,21 @@ def simulate(
     noise stream; ``exploration`` configures the steered strategy; ``on_round`` goes to
     :func:`run_campaign`. ``"oracle"`` (:data:`ORACLE`) is the strategy that knows this
     world's truth, ``"informed"`` (:data:`INFORMED`) the one that knows all of it but each
-    cell's own amplitude and exponent. Raises ValueError for an unknown strategy.
+    cell's own amplitude and exponent; :data:`FIRST_ROUND_BOUNDS` play the steered first
+    round and then one of those. Raises ValueError for an unknown strategy.
     """
     world = make_world(seed, budget=budget, config=config)
     reference = _REFERENCES.get(strategy_name)
-    strategy = (
-        reference(world)
-        if reference is not None
-        else get_strategy(strategy_name, seed=seed, exploration=exploration)
-    )
+    strategy: Strategy
+    if strategy_name in FIRST_ROUND_BOUNDS:
+        strategy = _first_round_then(
+            _REFERENCES[FIRST_ROUND_BOUNDS[strategy_name]](world),
+            get_strategy("steered", seed=seed, exploration=exploration),
+        )
+    elif reference is not None:
+        strategy = reference(world)
+    else:
+        strategy = get_strategy(strategy_name, seed=seed, exploration=exploration)
     result = run_campaign(
         world,
         strategy,
