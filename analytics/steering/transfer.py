@@ -120,6 +120,22 @@ class CellStructure:
             cache[inside] = (eligible, group, int(group.max()) + 1 if group.size else 0)
         return cache[inside]
 
+    def one_hot(self) -> tuple[FloatArray, IntArray]:
+        """``cells x values``: 1 where a cell has the value (every dimension's values side by
+        side; a dimension a cell does not state has none), and each column's dimension
+        (cached, like :meth:`group`)."""
+        cache: dict[str, tuple[FloatArray, IntArray]] = self.__dict__.setdefault("_one_hot", {})
+        if "all" not in cache:
+            sizes = [len(values) for values in self.values]
+            first = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
+            table = np.zeros((self.n_cells, int(sum(sizes))))
+            for d in range(len(sizes)):
+                known = np.flatnonzero(self.codes[:, d] >= 0)
+                table[known, first[d] + self.codes[known, d]] = 1.0
+            dimension = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+            cache["all"] = (table, dimension)
+        return cache["all"]
+
     def label(self, cell: int) -> str:
         """The cell's values joined, e.g. "dim sodium · sparse"."""
         return " · ".join(
@@ -190,15 +206,28 @@ class TransferModel:
         the other cells it helps (``T`` is symmetric, so this is :meth:`spread`)."""
         return self.spread(x)
 
+    @property
+    def reach_cost(self) -> int:
+        """What one :meth:`reach` costs, in columns of :meth:`columns` (about: one sum over
+        the cells per set of transferring dimensions, against one product per column)."""
+        return 2 ** int(np.count_nonzero(self.strength > 0))
+
     def columns(self, cells: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> FloatArray:
         """``T[rows][:, cells]``: what one episode in each of ``cells`` counts for each cell of
         ``rows`` (all cells when None; 0 in its own), in ``O(rows * cells * dimensions)``."""
         js = np.asarray(cells, dtype=np.int64).reshape(-1)
         at = np.arange(self.structure.n_cells) if rows is None else np.asarray(rows, np.int64)
-        differ = self.structure.differ(at, js)
-        out = np.ones((at.size, js.size))
-        for d, strength in enumerate(self.strength.tolist()):  # no rows x cells x dims floats
-            out *= np.where(differ[:, :, d], strength, 1.0)
+        # log T[i, j] = the sum of log s_d over the dimensions where i and j differ: all of
+        # them, less those where they share a value (one product of the cells' values).
+        table, dimension = self.structure.one_hot()
+        positive = self.strength > 0
+        logs = np.log(np.where(positive, self.strength, 1.0))
+        mine, theirs = table[at], table[js]
+        out = np.exp(logs.sum() - (mine * logs[dimension]) @ theirs.T)
+        if not positive.all():  # a dimension that transfers nothing: only cells that agree
+            nothing = ~positive[dimension]
+            agree = mine[:, nothing] @ theirs[:, nothing].T
+            out[agree < np.count_nonzero(~positive) - 0.5] = 0.0
         out[at[:, None] == js[None, :]] = 0.0
         return out
 

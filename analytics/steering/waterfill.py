@@ -249,6 +249,7 @@ def waterfill_with_transfer(
     transfer: npt.ArrayLike | Transfer,
     *,
     weigh_all: bool = False,
+    steps: int = GREEDY_STEPS,
 ) -> IntArray:
     """Whole episodes per cell maximising total gain within ``budget`` when episodes in one
     cell also train others: ``k`` episodes in cell ``j`` add ``T[i, j] * k`` to cell
@@ -257,7 +258,8 @@ def waterfill_with_transfer(
 
     The total is concave in the allocation but no longer a sum over cells, so there is no
     price that settles each cell on its own: the budget is spent greedily, each step buying
-    the block of episodes (about a :data:`GREEDY_STEPS`-th of what is left, at least one)
+    the block of episodes (about a ``steps``-th of what is left, at least one; default
+    :data:`GREEDY_STEPS`)
     that gains most per unit of cost over every cell it helps, until nothing affordable
     gains. ``sum(cost * k) <= budget`` always holds.
 
@@ -292,17 +294,30 @@ def waterfill_with_transfer(
     amp_live, m = amp[live], n_arr[live].copy()
     slope = np.zeros(amp.size)
     own = np.zeros(amp.size)
+    reach = np.zeros(amp.size)
+    stale = True  # whether ``reach`` must be formed again before the next step
+    # Blocks weighed in a step beyond which the reach is formed again: half of what forming
+    # it costs in blocks weighed (a bound grown loose keeps later steps weighing more too),
+    # and at least one batch. bench/transfer_allocation.py measures the choice.
+    loose = max(_FIRST_BATCH, int(getattr(spread, "reach_cost", _FIRST_BATCH)) // 2)
     left = float(budget)
     while live.size:
         most = np.floor(left / cost_arr + 1e-9)
         if not np.any(most >= 1):
             break
-        step = np.minimum(np.maximum(np.floor(left / cost_arr / GREEDY_STEPS), 1.0), most)
+        step = np.minimum(np.maximum(np.floor(left / cost_arr / steps), 1.0), most)
         step = np.where(most >= 1, step, 0.0)
         outlay = np.maximum(step * cost_arr, 1e-300)
         own[live] = power_gain(amp_live, m, b, step[live])
-        slope[live] = amp_live * b * np.power(m + 1.0, -b - 1.0)
-        bound = np.where(step > 0, (own + step * spread.reach(slope)) / outlay, 0.0)
+        if stale:
+            # What a block reaches elsewhere, at the slopes now. Counts only grow, so every
+            # slope only falls: a reach formed at an earlier step still bounds the gain from
+            # above, and is formed again only when it has grown loose (a step weighed more
+            # than ``loose`` blocks). The block chosen is the same either way: every block
+            # whose bound could beat the best is weighed exactly.
+            slope[live] = amp_live * b * np.power(m + 1.0, -b - 1.0)
+            reach = spread.reach(slope)
+        bound = np.where(step > 0, (own + step * reach) / outlay, 0.0)
         best, j, best_reach = 0.0, -1, np.zeros(0)
         order = np.argsort(-bound, kind="stable")
         start, batch = 0, order.size if weigh_all else _FIRST_BATCH
@@ -321,8 +336,9 @@ def waterfill_with_transfer(
             if exact[top] > best or (exact[top] == best and j >= 0 and chosen[top] < j):
                 best, j, best_reach = float(exact[top]), int(chosen[top]), reached[:, top]
             start, batch = start + batch, min(batch * 2, _MAX_BATCH)
+        stale = start > loose
         if j < 0 or not best > 0:
-            break
+            break  # no block gains: the exact gains say so whatever the bounds
         k[j] += int(step[j])
         m += best_reach
         left -= float(step[j] * cost_arr[j])

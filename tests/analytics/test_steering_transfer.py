@@ -461,6 +461,9 @@ def _allocation_inputs(size, seed):
         ((6, 5, 5, 4), (0.3, 0.1, 0.5, 0.2), 0.0, 3000.0),  # 600 cells: sums, not the matrix
         ((6, 5, 5, 4), (0.65, 0.0, 0.4, 0.05), 0.1, 400.0),
         ((3, 3, 2), (0.5, 0.3, 0.5), 0.2, 2000.0),  # few cells: the matrix
+        # Seven dimensions, one transferring nothing: 864 cells whose reach costs 64 columns,
+        # so most steps weigh their blocks against a reach formed steps before.
+        ((4, 3, 3, 3, 2, 2, 2), (0.3, 0.1, 0.5, 0.0, 0.2, 0.05, 0.4), 0.1, 2500.0),
     ],
 )
 def test_bounded_greedy_over_a_model_buys_what_weighing_its_matrix_buys(
@@ -475,6 +478,41 @@ def test_bounded_greedy_over_a_model_buys_what_weighing_its_matrix_buys(
     assert bounded.sum() > 0
     assert np.array_equal(bounded, every)
     assert float(np.dot(cost, bounded)) <= budget + 1e-9
+
+
+class _Counted:
+    """A transfer model that counts how often its reach is formed and its columns read."""
+
+    def __init__(self, model):
+        self.model, self.reaches, self.columns_read = model, 0, 0
+        self.reach_cost = model.reach_cost
+
+    def reach(self, x):
+        self.reaches += 1
+        return self.model.reach(x)
+
+    def columns(self, cells, rows=None):
+        self.columns_read += 1
+        return self.model.columns(cells, rows)
+
+
+def test_the_greedy_forms_the_reach_again_only_when_it_has_grown_loose():
+    # Counts only grow, so a reach formed steps before still bounds every block's gain: the
+    # greedy keeps it until a step has to weigh more blocks than forming it again costs,
+    # and buys exactly what forming it at every step buys.
+    model = _model((4, 3, 3, 3, 2, 2, 2), (0.3, 0.1, 0.5, 0.15, 0.2, 0.05, 0.4), seed=5)
+    amplitude, n, cost = _allocation_inputs(model.structure.n_cells, seed=9)
+    counted = _Counted(model)
+    eager = _Counted(model)
+    eager.reach_cost = 0  # loose after any step that weighs a second batch
+
+    lazy = waterfill_with_transfer(amplitude, n, cost, 0.6, 4000.0, counted)
+    eager_buys = waterfill_with_transfer(amplitude, n, cost, 0.6, 4000.0, eager)
+
+    assert model.reach_cost == 2**7
+    assert np.array_equal(lazy, eager_buys) and lazy.sum() > 0
+    assert counted.reaches < eager.reaches / 2
+    assert counted.reaches < counted.columns_read / 3
 
 
 @settings(max_examples=40, deadline=None)
