@@ -275,6 +275,8 @@ def waterfill_with_transfer(
     and >= 0.
     """
     amp, n_arr, cost_arr = _checked(amplitude, n, cost, b, budget)
+    if steps < 1:
+        raise ValueError(f"steps must be >= 1, got {steps}")
     spread: Transfer
     if hasattr(transfer, "columns") and hasattr(transfer, "reach"):
         spread = cast(Transfer, transfer)
