@@ -175,7 +175,7 @@ PROJECTION_GREEDY_STEPS = 16
 recommended round in a 64th, :data:`~analytics.steering.waterfill.GREEDY_STEPS`): a forecast
 of up to 30 rounds over thousands of cells needs the curve's course, not each last episode,
 and the blocks take a fourth of the steps. On the demo's 2,587 cells the projected
-interventions per day move by at most 1.6%, and the recommendation takes 36 s, not 104."""
+interventions per day move by at most 1.6%, and the recommendation took 44 s, not 104."""
 
 
 def project_campaign(

@@ -202,7 +202,9 @@ GREEDY_STEPS = 64
 
 class Transfer(Protocol):
     """How episodes in one cell train the others, without forming their matrix ``T``
-    (:class:`analytics.steering.transfer.TransferModel` is one)."""
+    (:class:`analytics.steering.transfer.TransferModel` is one). One may also say what a
+    :meth:`reach` costs in columns (``reach_cost``, read with a default of one batch): the
+    greedy then keeps a reach until it has grown that loose."""
 
     def columns(self, cells: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> FloatArray:
         """``T[rows][:, cells]``: what one episode in each of ``cells`` counts for each cell

@@ -90,20 +90,23 @@ def test_bad_evaluation_files_name_the_problem_and_write_nothing(world_a, conten
     assert (EvaluationRun.objects.count(), EvaluationResult.objects.count()) == before
 
 
+def _import_dim_and_bright(world, label):
+    """Import an evaluation of the world's policy at its deployment: dim 170/200, bright 196/200."""
+    return evaluation_import_file(
+        organization=world.operator,
+        name="e.csv",
+        content=b"lighting,trials,successes\ndim,200,170\nbright,200,196\n",
+        policy=world.policy.slug,
+        deployment=world.deployment.slug,
+        label=label,
+    )
+
+
 def test_importing_refits_the_campaign_curves(
     world_a, world_b, client_for, django_capture_on_commit_callbacks
 ):
-    rows = "\n".join(["lighting,trials,successes", "dim,200,170", "bright,200,196"]).encode()
-
     with django_capture_on_commit_callbacks(execute=True):
-        evaluation_import_file(
-            organization=world_a.operator,
-            name="e.csv",
-            content=rows,
-            policy=world_a.policy.slug,
-            deployment=world_a.deployment.slug,
-            label="refit",
-        )
+        _import_dim_and_bright(world_a, "refit")
 
     fit = CurveFitRecord.objects.get(campaign=world_a.campaign)
     assert fit.evidence["policies"] == 1
@@ -129,16 +132,8 @@ def test_a_refit_on_evidence_the_latest_refit_read_stores_nothing_and_says_so(
     from analytics.services.steering.curves import curves_refit_request
     from labeling.models import Episode
 
-    rows = b"lighting,trials,successes\ndim,200,170\nbright,200,196\n"
     with django_capture_on_commit_callbacks(execute=True):
-        run = evaluation_import_file(
-            organization=world_a.operator,
-            name="e.csv",
-            content=rows,
-            policy=world_a.policy.slug,
-            deployment=world_a.deployment.slug,
-            label="first",
-        )
+        run = _import_dim_and_bright(world_a, "first")
     first = CurveFitRecord.objects.get(campaign=world_a.campaign)
     assert Job.objects.get(kind="curves_refit").message == (
         f"{world_a.campaign.name}: refitted on {len(first.posteriors)} cells"

@@ -87,27 +87,26 @@ def policy_datasets(policy: PolicyVersion) -> list[int]:
 
 
 def _outcomes(
-    policy: PolicyVersion | int | None,
+    policy: PolicyVersion | int,
     space: DimensionSpace,
     deployment_ids: list[int],
     by_site: bool = False,
     run_ids: list[int] | None = None,
 ) -> dict[Any, list[float]]:
     """Trials and successes of a policy's evaluations at the campaign's deployments (and
-    bench); only those of the given runs with ``run_ids`` (of every policy with ``policy``
-    ``None``)."""
+    bench); only those of the given runs with ``run_ids``."""
     policy_id = policy.pk if isinstance(policy, PolicyVersion) else policy
     with connection.cursor() as cursor:
         cursor.execute(
             """
             SELECT r.condition_set_id, COALESCE(e.site_id, 0), SUM(r.trials), SUM(r.successes)
             FROM analytics_evaluationresult r JOIN analytics_evaluationrun e ON e.id = r.run_id
-            WHERE (%s::bigint IS NULL OR e.policy_version_id = %s)
+            WHERE e.policy_version_id = %s
               AND (e.deployment_id = ANY(%s) OR e.deployment_id IS NULL)
               AND (%s::bigint[] IS NULL OR e.id = ANY(%s))
             GROUP BY 1, 2
             """,
-            [policy_id, policy_id, deployment_ids, run_ids, run_ids],
+            [policy_id, deployment_ids, run_ids, run_ids],
         )
         rows = cursor.fetchall()
         cursor.execute(
