@@ -42,15 +42,16 @@ def _conditions():
     ]
 
 
-def _history(seed, strength, rounds=6, trials=1000):
+def _history(seed, strength, rounds=6, trials=1000, exponents=None):
     """Evaluations of a world whose cells learn on one power law at effective counts, where a
-    few cells get episodes each round and the rest get none."""
+    few cells get episodes each round and the rest get none (``exponents``: each cell
+    learns at a pace of its own, drawn from that range)."""
     rng = np.random.default_rng(seed)
     structure = CellStructure.of(_conditions())
     size = structure.n_cells
     matrix = transfer_matrix(structure, strength)
     amplitude = 0.9 * rng.lognormal(0, 0.3, size)
-    b = rng.uniform(0.5, 0.9)
+    b = rng.uniform(0.5, 0.9) if exponents is None else rng.uniform(*exponents, size)
     n = rng.integers(0, 200, size).astype(float)
     counts, tried, succeeded = [], [], []
     for _ in range(rounds):
@@ -113,6 +114,25 @@ def test_the_estimate_recovers_known_strengths_within_its_stated_intervals():
 
     assert np.all(inside / 24 >= 0.8), inside / 24
     assert np.mean(errors) < 0.2
+
+
+@pytest.mark.parametrize("truth", [[0.05, 0.05, 0.05], [0.3, 0.1, 0.0]])
+def test_cells_that_learn_at_paces_of_their_own_do_not_pass_for_transfer(truth):
+    # Each cell learns at an exponent of its own (0.5 to 1.0) and the evaluations are all but
+    # noiseless. Under one shared exponent, cells that learn faster or slower than the pool
+    # read as helped by their neighbours more or less than they are (0.1 where the truth is
+    # 0.05, 0.2 or 0.4 where it is 0.3; the truth fell outside the interval in 7 of these 16
+    # histories). With each cell's exponent
+    # integrated out around the pool's, the truth is inside every interval and the estimate
+    # on it.
+    for seed in range(8):
+        structure, counts, trials, successes = _history(
+            seed, truth, trials=100_000, exponents=(0.5, 1.0)
+        )
+        model = estimate_transfer(structure, counts, trials, successes)
+
+        assert np.all((model.low - 1e-9 <= truth) & (truth <= model.high + 1e-9)), (seed, model)
+        assert np.abs(model.strength - truth).max() < 0.025, (seed, model.strength)
 
 
 def test_the_intervals_narrow_as_rounds_accumulate():

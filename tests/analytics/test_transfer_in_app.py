@@ -371,9 +371,9 @@ def test_what_the_refit_does_not_hold_is_added_once_and_what_it_holds_is_not_add
     assert report.summary["curve"]["refit"] == fit.pk
     assert report.summary["history"]["held_trials"] == TRIALS * len(sets)
     assert after[key].trials == before[key].trials + 3000
-    # 120 failures in 3,000 more trials (4%, against about 0.3%) raise the cell's rate far
-    # above what the refit read; the cells without new outcomes keep their reading.
-    assert after[key].failure_rate > 5 * before[key].failure_rate
+    # 120 failures in 3,000 more trials (4%, against about 0.3%) raise the cell's rate about
+    # five-fold above what the refit read; the cells without new outcomes keep their reading.
+    assert after[key].failure_rate > 4 * before[key].failure_rate
     for other, cell in after.items():
         if other != key:
             assert cell.failure_rate == pytest.approx(before[other].failure_rate, rel=1e-6)
