@@ -216,6 +216,10 @@ class Transfer(Protocol):
         the other cells it helps."""
         ...
 
+    def spread(self, x: npt.ArrayLike) -> FloatArray:
+        """``T @ x``: what ``x`` episodes per cell give every other cell."""
+        ...
+
 
 class DenseTransfer:
     """A :class:`Transfer` given as its matrix (finite, >= 0, square; diagonal ignored)."""
@@ -233,6 +237,9 @@ class DenseTransfer:
     def reach(self, x: npt.ArrayLike) -> FloatArray:
         return np.asarray(self.matrix.T @ np.asarray(x, dtype=np.float64), dtype=np.float64)
 
+    def spread(self, x: npt.ArrayLike) -> FloatArray:
+        return np.asarray(self.matrix @ np.asarray(x, dtype=np.float64), dtype=np.float64)
+
 
 # Rounding in the bounds must never hide the best block: a bound this close to the best
 # exact gain is looked at too.
@@ -240,6 +247,21 @@ _BOUND_SLACK = 1e-9
 _FIRST_BATCH = 16  # candidates weighed exactly at once (then twice as many, and so on)
 _MAX_BATCH = 256  # so a batch holds at most 256 columns of T
 _DENSE_CELLS = 512  # up to this many cells a model's matrix is formed (quicker than sums)
+
+
+def _as_transfer(transfer: npt.ArrayLike | Transfer, size: int) -> Transfer:
+    """``transfer`` as a :class:`Transfer` over ``size`` cells: a model as it is (its
+    matrix, when it can form one, for few cells: small and quicker), a matrix checked.
+    Raises ValueError for a matrix that is not square, finite and >= 0."""
+    if hasattr(transfer, "columns") and hasattr(transfer, "reach"):
+        form = getattr(transfer, "matrix", None)
+        if size <= _DENSE_CELLS and callable(form):
+            return DenseTransfer(form())
+        return cast(Transfer, transfer)
+    t = np.asarray(transfer, dtype=np.float64)
+    if t.shape != (size, size) or not np.all(np.isfinite(t)) or np.any(t < 0):
+        raise ValueError("transfer must be a finite, non-negative cells x cells matrix")
+    return DenseTransfer(t)
 
 
 def waterfill_with_transfer(
@@ -279,17 +301,7 @@ def waterfill_with_transfer(
     amp, n_arr, cost_arr = _checked(amplitude, n, cost, b, budget)
     if steps < 1:
         raise ValueError(f"steps must be >= 1, got {steps}")
-    spread: Transfer
-    if hasattr(transfer, "columns") and hasattr(transfer, "reach"):
-        spread = cast(Transfer, transfer)
-        form = getattr(transfer, "matrix", None)
-        if amp.size <= _DENSE_CELLS and callable(form):
-            spread = DenseTransfer(form())  # few cells: the matrix is small and quicker
-    else:
-        t = np.asarray(transfer, dtype=np.float64)
-        if t.shape != (amp.size, amp.size) or not np.all(np.isfinite(t)) or np.any(t < 0):
-            raise ValueError("transfer must be a finite, non-negative cells x cells matrix")
-        spread = DenseTransfer(t)
+    spread = _as_transfer(transfer, amp.size)
     k = np.zeros(amp.size, dtype=np.int64)
     # Only cells that can still gain are weighed (every cell is a candidate to buy in).
     live = np.flatnonzero(amp > 0)
@@ -347,3 +359,62 @@ def waterfill_with_transfer(
         m += best_reach
         left -= float(step[j] * cost_arr[j])
     return k
+
+
+def allocate_with_transfer(
+    amplitude: npt.ArrayLike,
+    n: npt.ArrayLike,
+    cost: npt.ArrayLike,
+    b: float,
+    budget: float,
+    transfer: npt.ArrayLike | Transfer,
+    *,
+    steps: int = GREEDY_STEPS,
+    from_nothing: bool = True,
+) -> IntArray:
+    """Whole episodes per cell within ``budget`` when episodes in one cell also train others
+    (the problem of :func:`waterfill_with_transfer`): of three allocations, the one that
+    avoids most over every cell it helps.
+
+    * the greedy over blocks (:func:`waterfill_with_transfer` with ``steps``; skipped when
+      ``from_nothing`` is false);
+    * :func:`waterfill` of the whole budget as if each cell learnt only from its own
+      episodes, their transfer credited;
+    * the greedy after half the budget is spent that way.
+
+    The greedy buys a block of about a ``steps``-th of what is left at a time: where the
+    best plan spreads the budget thinly over thousands of cells (a gap report's), its blocks
+    are too coarse for it (on the demo's 2,587 cells it avoided 24.6 interventions a day
+    where the waterfill alone avoided 25.1 and the greedy after the half 25.4). Where a few
+    cheap cells help many (the simulator's worlds), the greedy from nothing is best, and
+    level with the one after the half within 0.01%: that one is formed only when the greedy
+    from nothing does not beat the waterfill (its blocks too coarse), and wins only when it
+    avoids strictly more. Raises ValueError as :func:`waterfill_with_transfer`.
+    """
+    amp, n_arr, cost_arr = _checked(amplitude, n, cost, b, budget)
+    model = _as_transfer(transfer, amp.size)
+
+    def received(k: IntArray) -> FloatArray:
+        own = k.astype(np.float64)
+        return own + np.asarray(model.spread(own), dtype=np.float64)
+
+    def avoided(k: IntArray) -> float:
+        return float(power_gain(amp, n_arr, b, received(k)).sum())
+
+    own = waterfill(amp, n_arr, cost_arr, b, budget)
+    best, best_value = own, avoided(own)
+    if from_nothing:
+        greedy = waterfill_with_transfer(amp, n_arr, cost_arr, b, budget, model, steps=steps)
+        greedy_value = avoided(greedy)
+        if greedy_value > best_value:
+            # The greedy's blocks were fine enough to beat spending as if cells were
+            # independent: the greedy after the half would only repeat it.
+            return greedy
+        if greedy_value == best_value:
+            best = greedy  # level: the greedy's, as without this choice
+    half = waterfill(amp, n_arr, cost_arr, b, budget / 2.0)
+    rest = max(float(budget) - float(np.dot(cost_arr, half)), 0.0)
+    after_half = half + waterfill_with_transfer(
+        amp, n_arr + received(half), cost_arr, b, rest, model, steps=steps
+    )
+    return after_half if avoided(after_half) > best_value else best

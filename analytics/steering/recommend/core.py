@@ -25,7 +25,7 @@ from analytics.steering.recommend.inputs import (
 from analytics.steering.recommend.rationale import _by_source, _cost_words, _helps, _rationale
 from analytics.steering.recommend.result import CellRecommendation, Recommendation
 from analytics.steering.transfer import CellStructure, TransferModel, estimate_transfer
-from analytics.steering.waterfill import waterfill, waterfill_with_transfer
+from analytics.steering.waterfill import allocate_with_transfer, waterfill
 from campaigns.planning.gain import power_gain
 
 # --- recommendation ------------------------------------------------------------------
@@ -60,7 +60,7 @@ def recommend(
     (:func:`analytics.steering.transfer.estimate_transfer`; ``transfer`` gives that model
     instead). With transfer the curves are read at each cell's effective training and an
     episode is valued for the failures it avoids in every cell it helps, per unit of its
-    cost (:func:`waterfill_with_transfer`); without (no history, no conditions, or history
+    cost (:func:`allocate_with_transfer`); without (no history, no conditions, or history
     that shows none) the allocation is exactly the one without these inputs.
 
     ``curves`` is a curve set refitted on the full evaluation history, at effective counts
@@ -120,7 +120,7 @@ def recommend(
         episodes = waterfill(weight * rank_amp, n, cost, curves.b, budget)
         added = episodes.astype(np.float64)
     else:
-        episodes = waterfill_with_transfer(
+        episodes = allocate_with_transfer(
             weight * rank_amp, n, cost, curves.b, budget, live_transfer
         )
         added = episodes + live_transfer.spread(episodes.astype(np.float64))
