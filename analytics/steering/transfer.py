@@ -130,8 +130,7 @@ class CellStructure:
         """``cells x values``: 1 where a cell has the value (every dimension's values side by
         side; a dimension a cell does not state has none), and each column's dimension
         (cached, like :meth:`group`)."""
-        cache: dict[str, tuple[FloatArray, IntArray]] = self.__dict__.setdefault("_one_hot", {})
-        if "all" not in cache:
+        if "_one_hot" not in self.__dict__:
             sizes = [len(values) for values in self.values]
             first = np.cumsum([0, *sizes[:-1]]).astype(np.int64)
             table = np.zeros((self.n_cells, int(sum(sizes))))
@@ -139,8 +138,9 @@ class CellStructure:
                 known = np.flatnonzero(self.codes[:, d] >= 0)
                 table[known, first[d] + self.codes[known, d]] = 1.0
             dimension = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
-            cache["all"] = (table, dimension)
-        return cache["all"]
+            self.__dict__["_one_hot"] = (table, dimension)
+        cached: tuple[FloatArray, IntArray] = self.__dict__["_one_hot"]
+        return cached
 
     def label(self, cell: int) -> str:
         """The cell's values joined, e.g. "dim sodium · sparse"."""
