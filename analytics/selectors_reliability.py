@@ -247,6 +247,21 @@ class ShiftAdjustment:
         return any(x > 0 for x in self.extra)
 
 
+def _containment(cells: list[frozenset[int]], sets: list[tuple[int, ...]]) -> np.ndarray:
+    """``[c, s]``: 1.0 where set ``s`` holds every value of cell ``c`` (a cell with no values
+    lies in every set), as one product of value tables: a gap report's thousands of cells
+    against a deployment's condition sets, where a subset test per pair took seconds."""
+    ids = {v: i for i, v in enumerate(sorted({v for cell in cells for v in cell}))}
+    mine = np.zeros((len(cells), len(ids)))
+    for c, cell in enumerate(cells):
+        mine[c, [ids[v] for v in cell]] = 1.0
+    theirs = np.zeros((len(sets), len(ids)))
+    for k, values in enumerate(sets):
+        theirs[k, [ids[v] for v in values if v in ids]] = 1.0
+    shared = mine @ theirs.T
+    return (shared > mine.sum(axis=1)[:, None] - 0.5).astype(np.float64)
+
+
 def campaign_shift_adjustment(
     *, campaign: Any, cells: list[list[int]], labels: list[str]
 ) -> ShiftAdjustment:
@@ -263,13 +278,10 @@ def campaign_shift_adjustment(
     flags: list[dict[str, Any]] = []
     raised_by: dict[int, tuple[float, str]] = {}
     for history, check in checks.values():
-        # membership[c, s]: condition set s lies in cell c (has all of the cell's values).
-        membership = np.array(
-            [[cell <= frozenset(values) for values in history.set_values] for cell in wanted],
-            dtype=np.float64,
-        ).reshape(len(wanted), len(history.set_values))
         if check.recent_start is None:
             continue
+        # membership[c, s]: condition set s lies in cell c (has all of the cell's values).
+        membership = _containment(wanted, history.set_values)
         recent = history.days.index(check.recent_start)
         cycles_recent = membership @ history.set_cycles[:, recent:].sum(axis=1)
         best = np.zeros(len(cells))

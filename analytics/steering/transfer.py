@@ -41,6 +41,7 @@ Django-free: numpy arrays in, numpy arrays out.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -126,6 +127,14 @@ class CellStructure:
             cache[inside] = (eligible, group, int(group.max()) + 1 if group.size else 0)
         return cache[inside]
 
+    def grid_shape(self) -> tuple[int, ...]:
+        """The number of slots per dimension on the grid of every combination: its values,
+        and one more where some cell does not state it."""
+        return tuple(
+            len(values) + int(bool(np.any(self.codes[:, d] < 0)))
+            for d, values in enumerate(self.values)
+        )
+
     def one_hot(self) -> tuple[FloatArray, IntArray]:
         """``cells x values``: 1 where a cell has the value (every dimension's values side by
         side; a dimension a cell does not state has none), and each column's dimension
@@ -195,9 +204,11 @@ class TransferModel:
         return counts + self.spread(counts)
 
     def spread(self, x: npt.ArrayLike) -> FloatArray:
-        """``T @ x`` over the last axis (what ``x`` per cell gives every other cell), in
-        ``O(cells * 2 ** dimensions)`` without forming ``T``: a gap report's thousands of
-        cells would need a matrix of their square. ``T`` is symmetric, so this is also
+        """``T @ x`` over the last axis (what ``x`` per cell gives every other cell), without
+        forming ``T`` (a gap report's thousands of cells would need a matrix of their
+        square): in ``O(grid * dimensions)`` over the grid of every combination of values,
+        or ``O(cells * 2 ** dimensions)`` by groups of cells where the grid is much larger
+        than the cells (:func:`_spread`). ``T`` is symmetric, so this is also
         ``T.T @ x``: for values ``x`` per cell, what an episode in each cell is worth in
         the cells it helps."""
         values = np.asarray(x, dtype=np.float64)
@@ -214,9 +225,12 @@ class TransferModel:
 
     @property
     def reach_cost(self) -> int:
-        """What one :meth:`reach` costs, in columns of :meth:`columns` (about: one sum over
-        the cells per set of transferring dimensions, against one product per column)."""
-        return 2 ** int(np.count_nonzero(self.strength > 0))
+        """What one :meth:`reach` costs, in columns of :meth:`columns` (about: a column is
+        one pass over the cells; the reach is a pass over the grid per dimension or one over
+        the cells per set of transferring dimensions, whichever :func:`_spread` takes)."""
+        grid = self.structure.grid_shape()
+        on_grid = math.prod(grid) * len(grid) / max(self.structure.n_cells, 1)
+        return max(1, math.ceil(min(on_grid, 2 ** int(np.count_nonzero(self.strength > 0)))))
 
     def columns(self, cells: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> FloatArray:
         """``T[rows][:, cells]``: what one episode in each of ``cells`` counts for each cell of
@@ -326,6 +340,52 @@ def _matrix(differ: FloatArray, strength: FloatArray, size: int) -> FloatArray:
 
 
 def _spread(structure: CellStructure, strength: FloatArray, x: FloatArray) -> FloatArray:
+    """``T @ x`` over the last axis, whichever way is cheaper: one pass per dimension over
+    the grid of all value combinations (:func:`_spread_on_grid`) or sums over groups of
+    cells (:func:`_spread_by_groups`)."""
+    grid = structure.grid_shape()
+    free = int(np.count_nonzero(strength > 0))
+    if math.prod(grid) * len(grid) <= (2**free) * structure.n_cells:
+        return _spread_on_grid(structure, strength, x)
+    return _spread_by_groups(structure, strength, x)
+
+
+def _spread_on_grid(structure: CellStructure, strength: FloatArray, x: FloatArray) -> FloatArray:
+    """``T @ x`` over the last axis through the grid of every combination of values.
+
+    ``T'`` (``T`` with its diagonal) is the Kronecker product over the dimensions of
+    ``M_d = s_d * J + (1 - s_d) * I``: two values agree (1) or differ (``s_d``); a cell
+    that does not state a dimension sits in a slot of its own there that agrees with none,
+    not even itself (its row of ``I`` is zero). Each cell's ``x`` is added into its point
+    of the grid (cells at the same point agree everywhere they state, as ``T`` has it),
+    ``M_d`` is applied along each axis in turn (a sum along the axis and a scaling), each
+    cell reads its point, and the diagonal is taken off as in :func:`_spread_by_groups`.
+    """
+    size = structure.n_cells
+    grid = structure.grid_shape()
+    flat = x.reshape(-1, size)
+    rows = flat.shape[0]
+    codes = np.where(structure.codes >= 0, structure.codes, np.array(grid) - 1)
+    point = np.ravel_multi_index(tuple(codes.T), grid) if grid else np.zeros(size, np.int64)
+    cube = np.zeros((rows, math.prod(grid)))
+    for row in range(rows):
+        cube[row] = np.bincount(point, weights=flat[row], minlength=cube.shape[1])
+    cube = cube.reshape(rows, *grid)
+    for d, s in enumerate(strength.tolist()):
+        axis = d + 1
+        total = cube.sum(axis=axis, keepdims=True)
+        cube = (1.0 - s) * cube + s * total
+        if len(structure.values[d]) < grid[d]:  # the unstated slot agrees with nothing
+            unstated = [slice(None)] * cube.ndim
+            unstated[axis] = slice(grid[d] - 1, grid[d])
+            cube[tuple(unstated)] = s * total
+    out = cube.reshape(rows, -1)[:, point]
+    diagonal = np.prod(np.where(structure.codes >= 0, 1.0, strength[None, :]), axis=1)
+    out -= diagonal[None, :] * flat
+    return out.reshape(x.shape)
+
+
+def _spread_by_groups(structure: CellStructure, strength: FloatArray, x: FloatArray) -> FloatArray:
     """``T @ x`` over the last axis by sums over groups of cells.
 
     ``T[i, j]`` is the product over dimensions of ``s_d`` where the cells differ and 1
@@ -507,10 +567,12 @@ class _Score:
         # the spread averaged over its candidates; the pool's exponent is the best.
         shift = per_cell.max(axis=0)
         marginal = _KERNELS @ np.exp(per_cell - shift[None, :])  # spreads x pool x cells
+        # A pool exponent under which some cell's outcomes are out of reach (its marginal
+        # underflows at every spread) scores -inf: ruled out, quietly.
         with np.errstate(divide="ignore"):
             totals = np.log(marginal).sum(axis=2)  # spreads x pool
-        peak = totals.max()
-        averaged = peak + np.log(np.exp(totals - peak).mean(axis=0))
+            peak = totals.max()
+            averaged = peak + np.log(np.exp(totals - peak).mean(axis=0))
         return float(averaged.max() + shift.sum())
 
     def along(self, strength: FloatArray, dimension: int) -> FloatArray:

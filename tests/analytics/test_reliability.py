@@ -254,3 +254,21 @@ def test_poisson_intervals_contain_the_observed_rate(counts, exposure):
     assert np.all(low <= observed + 1e-12)
     assert np.all(observed <= high + 1e-12)
     assert np.all(low >= 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cells=st.lists(st.frozensets(st.integers(0, 9), max_size=4), max_size=12),
+    sets=st.lists(
+        st.tuples(*[st.integers(0, 12)] * 3).map(lambda t: tuple(sorted(set(t)))), max_size=12
+    ),
+)
+def test_a_cell_lies_in_a_condition_set_exactly_when_the_set_holds_all_its_values(cells, sets):
+    """The shift adjustment's membership table is the subset test, pair by pair: values
+    only the sets name, cells with no values and empty lists included."""
+    from analytics.selectors_reliability import _containment
+
+    table = _containment(cells, sets)
+    assert table.shape == (len(cells), len(sets))
+    expected = [[float(cell <= frozenset(values)) for values in sets] for cell in cells]
+    assert table.tolist() == expected

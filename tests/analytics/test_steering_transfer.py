@@ -21,6 +21,8 @@ from analytics.steering.transfer import (
     STRENGTH_GRID,
     CellStructure,
     TransferModel,
+    _spread_by_groups,
+    _spread_on_grid,
     estimate_transfer,
     transfer_matrix,
 )
@@ -458,6 +460,12 @@ def test_spread_is_the_matrix_product_without_the_matrix(seed, strength, unstate
 
     assert np.allclose(model.spread(x), x @ model.matrix().T, atol=1e-12)
     assert np.allclose(model.effective(x[0]), x[0] + model.matrix() @ x[0], atol=1e-12)
+    # Both ways of forming it (the cheaper is taken), also where cells repeat conditions.
+    twice = CellStructure.of(conditions + conditions[:4])
+    y = rng.random((2, twice.n_cells))
+    product = y @ transfer_matrix(twice, s).T
+    assert np.allclose(_spread_on_grid(twice, s, y), product, atol=1e-12)
+    assert np.allclose(_spread_by_groups(twice, s, y), product, atol=1e-12)
 
 
 def test_a_stored_model_reads_back_by_dimension_name_over_other_cells():
@@ -494,13 +502,15 @@ def test_a_stored_model_reads_back_by_dimension_name_over_other_cells():
         )
 
 
-def _model(shape, strength, seed=0, unstated=0.0):
-    """A transfer model over every combination of ``shape`` values (some left unstated)."""
+def _model(shape, strength, seed=0, unstated=0.0, keep=1.0):
+    """A transfer model over every combination of ``shape`` values (some left unstated), or
+    over a share ``keep`` of them."""
     rng = np.random.default_rng(seed)
     names = [f"d{i}" for i in range(len(shape))]
     conditions = [
         {name: f"v{v}" for name, v in zip(names, combo, strict=True) if rng.random() >= unstated}
         for combo in itertools.product(*[range(size) for size in shape])
+        if keep >= 1.0 or rng.random() < keep
     ]
     structure = CellStructure.of(conditions)
     s = np.zeros(len(structure.dimensions))
@@ -560,8 +570,10 @@ class _Counted:
 def test_the_greedy_forms_the_reach_again_only_when_it_has_grown_loose():
     # Counts only grow, so a reach formed steps before still bounds every block's gain: the
     # greedy keeps it until a step has to weigh more blocks than forming it again costs,
-    # and buys exactly what forming it at every step buys.
-    model = _model((4, 3, 3, 3, 2, 2, 2), (0.3, 0.1, 0.5, 0.15, 0.2, 0.05, 0.4), seed=5)
+    # and buys exactly what forming it at every step buys. The cells are a few of many
+    # combinations, where the reach is formed by groups of cells (on the grid of every
+    # combination it costs a few columns, and is formed again whenever a batch is not enough).
+    model = _model((6, 5, 5, 4, 4, 3, 3), (0.3, 0.1, 0.5, 0.15, 0.2, 0.05, 0.4), seed=5, keep=0.04)
     amplitude, n, cost = _allocation_inputs(model.structure.n_cells, seed=9)
     counted = _Counted(model)
     eager = _Counted(model)
