@@ -31,9 +31,14 @@ points, which crowd at the top, it put twice as much on 40-80% as on 2-5%, and a
 failures that could not tell 10% from 80% read as 30%): with no history the strengths are
 0 and every cell learns from its own episodes only (the recommendation is exactly what it
 was without transfer); from the second evaluation on each strength is what the evidence and
-the prior make of it, small where they say little. Each strength comes with its
-profile-posterior interval (the other strengths at their most probable for each of its
-values), which narrows as evaluations accumulate.
+the prior make of it, small where they say little. Each strength comes with an interval
+from its marginal posterior, the other strengths integrated out by Gibbs sampling over the
+grid (:func:`_marginals`), which narrows as evaluations accumulate. Strengths of different
+dimensions can stand in for each other, and a cell's own exponent for them: the profile
+intervals used before (the others at their most probable for each value) missed that, and
+in synthetic worlds of seven dimensions (about 730 cells, three evaluations of 200 trials,
+each cell's exponent its own; 24 of them) their 90% held the truth 138 times in 168, the
+marginal ones 149, for about the same work.
 
 Django-free: numpy arrays in, numpy arrays out.
 """
@@ -62,6 +67,11 @@ PRIOR_NO_TRANSFER = 0.7
 
 INTERVAL_LEVEL = 0.9
 """The level of the strengths' reported intervals."""
+
+GIBBS_SWEEPS = 60
+"""Sweeps of the Gibbs sampler behind the intervals (:func:`_marginals`): each weighs every
+strength of every dimension once, about what the profile intervals it replaced cost with
+seven dimensions."""
 
 _PASSES = 3  # rounds of one-dimension-at-a-time updates (they settle in one or two)
 _DENSE_CELLS = 400  # up to this many cells the estimate forms the transfer matrix
@@ -443,7 +453,7 @@ def estimate_transfer(
         return TransferModel.none(structure, evaluations)
     score = _Score(structure, counts, trials, successes)
     log_prior = _log_prior()
-    peak = _ascend(score, log_prior, np.zeros(dims), fixed=None)
+    peak = _ascend(score, log_prior, np.zeros(dims))
     # Act on each strength's posterior mean (the others at their most probable), not on its
     # mode: the evidence is thin for many rounds, and the mode, pinned to "none" by the
     # prior until the evidence is overwhelming, values a cell with few episodes of its own
@@ -456,17 +466,9 @@ def estimate_transfer(
     low, high = np.zeros(dims), np.zeros(dims)
     if not intervals:
         low[:], high[:] = np.nan, np.nan
-    for d in range(dims if intervals else 0):
-        # The profile posterior of one strength: at each of its values, the others at their
-        # best (strengths of different dimensions can stand in for each other).
-        profile = np.empty(STRENGTH_GRID.size)
-        for k, value in enumerate(STRENGTH_GRID):
-            start = peak.copy()
-            start[d] = value
-            best = _ascend(score, log_prior, start, fixed=d, passes=1)
-            profile[k] = _log_posterior(score, log_prior, best)
-        weights = np.exp(profile - profile.max())
-        low[d], high[d] = _interval(weights / weights.sum())
+    if intervals:
+        for d, marginal in enumerate(_marginals(score, log_prior, peak)):
+            low[d], high[d] = _interval(marginal)
     return TransferModel(
         structure=structure, strength=strength, low=low, high=high, evaluations=evaluations
     )
@@ -585,27 +587,30 @@ class _Score:
         return out
 
 
-def _log_posterior(score: _Score, log_prior: FloatArray, strength: FloatArray) -> float:
-    at = np.searchsorted(STRENGTH_GRID, strength)
-    return float(log_prior[at].sum() + score(strength))
+def _marginals(score: _Score, log_prior: FloatArray, start: FloatArray) -> FloatArray:
+    """Each strength's marginal posterior on the grid (dimensions x grid), by Gibbs sampling
+    from ``start`` over :data:`GIBBS_SWEEPS` sweeps, Rao-Blackwellised: the average over the
+    sweeps of each strength's full conditional given the others as drawn. Seeded, so the
+    same evidence gives the same intervals."""
+    rng = np.random.default_rng(0)
+    current = start.copy()
+    total = np.zeros((start.size, STRENGTH_GRID.size))
+    for _ in range(GIBBS_SWEEPS):
+        for d in range(start.size):
+            conditional = log_prior + score.along(current, d)
+            weights = np.exp(conditional - conditional.max())
+            weights /= weights.sum()
+            total[d] += weights
+            current[d] = STRENGTH_GRID[int(rng.choice(STRENGTH_GRID.size, p=weights))]
+    return total / GIBBS_SWEEPS
 
 
-def _ascend(
-    score: _Score,
-    log_prior: FloatArray,
-    strength: FloatArray,
-    *,
-    fixed: int | None,
-    passes: int = _PASSES,
-) -> FloatArray:
-    """The strengths of highest posterior reached one dimension at a time from ``strength``
-    (``fixed`` stays as it is)."""
+def _ascend(score: _Score, log_prior: FloatArray, strength: FloatArray) -> FloatArray:
+    """The strengths of highest posterior reached one dimension at a time from ``strength``."""
     strength = strength.copy()
-    for _ in range(passes):
+    for _ in range(_PASSES):
         moved = False
         for d in range(strength.size):
-            if d == fixed:
-                continue
             best = STRENGTH_GRID[int(np.argmax(log_prior + score.along(strength, d)))]
             if best != strength[d]:
                 strength[d] = best

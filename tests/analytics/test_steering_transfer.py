@@ -21,6 +21,9 @@ from analytics.steering.transfer import (
     STRENGTH_GRID,
     CellStructure,
     TransferModel,
+    _interval,
+    _log_prior,
+    _Score,
     _spread_by_groups,
     _spread_on_grid,
     estimate_transfer,
@@ -121,6 +124,58 @@ def test_the_estimate_recovers_known_strengths_within_its_stated_intervals():
 
     assert np.all(inside / 24 >= 0.8), inside / 24
     assert np.mean(errors) < 0.2
+
+
+def _exact_marginals(structure, counts, trials, successes):
+    """Each strength's marginal posterior, every point of the grid weighed (three dimensions)."""
+    score, log_prior = _Score(structure, counts, trials, successes), _log_prior()
+    size = STRENGTH_GRID.size
+    log_post = np.empty((size,) * 3)
+    for at in itertools.product(range(size), repeat=3):
+        log_post[at] = log_prior[list(at)].sum() + score(STRENGTH_GRID[list(at)])
+    post = np.exp(log_post - log_post.max())
+    post /= post.sum()
+    return [post.sum(axis=tuple(x for x in range(3) if x != d)) for d in range(3)]
+
+
+def test_the_intervals_are_the_marginal_posteriors_the_other_strengths_integrated_out():
+    # Strengths of different dimensions, and each cell's own exponent, stand in for each
+    # other: an interval that takes the other strengths at their most probable (a profile)
+    # is not the posterior's. In worlds of three dimensions, where every point of the grid
+    # can be weighed, the reported interval's ends are the exact marginal posterior's in
+    # nearly every case and never more than one step of the grid away. (The profile
+    # intervals used before matched 33 of these 48 ends, and two were off by two steps
+    # or more.)
+    same = 0
+    for seed in range(8):
+        rng = np.random.default_rng([seed, 31])
+        conditions = [
+            {"lighting": f"l{a}", "clutter": f"c{b}", "mount": f"m{c}"}
+            for a, b, c in itertools.product(range(5), range(4), range(4))
+        ]
+        structure = CellStructure.of(conditions)
+        size = structure.n_cells
+        matrix = transfer_matrix(structure, [0.05, 0.2, 0.1])
+        counts = np.zeros((3, size))
+        counts[0] = rng.integers(0, 300, size) * (rng.random(size) < 0.5)
+        for e in (1, 2):
+            counts[e] = counts[e - 1] + rng.integers(0, 200, size) * (rng.random(size) < 0.4)
+        trials = np.full((3, size), 500.0)
+        amplitude, b = rng.lognormal(np.log(0.3), 0.5, size), rng.uniform(0.6, 1.0, size)
+        rate = np.minimum(amplitude * (counts + counts @ matrix.T + 1) ** -b, 1.0)
+        successes = trials - rng.binomial(500, rate)
+
+        model = estimate_transfer(structure, counts, trials, successes)
+        exact = [_interval(m) for m in _exact_marginals(structure, counts, trials, successes)]
+
+        for d, (low, high) in enumerate(exact):
+            for got, want in ((model.low[d], low), (model.high[d], high)):
+                steps = abs(
+                    np.searchsorted(STRENGTH_GRID, got) - np.searchsorted(STRENGTH_GRID, want)
+                )
+                assert steps <= 1, (seed, d, model.low[d], model.high[d], exact[d])
+                same += steps == 0
+    assert same >= 42, same
 
 
 @pytest.mark.parametrize("truth", [[0.05, 0.05, 0.05], [0.3, 0.1, 0.0]])
