@@ -238,8 +238,7 @@ class TransferModel:
         """What one :meth:`reach` costs, in columns of :meth:`columns` (about: a column is
         one pass over the cells; the reach is a pass over the grid per dimension or one over
         the cells per set of transferring dimensions, whichever :func:`_spread` takes)."""
-        grid = self.structure.grid_shape()
-        on_grid = math.prod(grid) * len(grid) / max(self.structure.n_cells, 1)
+        on_grid = _grid_work(self.structure) / max(self.structure.n_cells, 1)
         return max(1, math.ceil(min(on_grid, 2 ** int(np.count_nonzero(self.strength > 0)))))
 
     def columns(self, cells: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> FloatArray:
@@ -353,11 +352,23 @@ def _spread(structure: CellStructure, strength: FloatArray, x: FloatArray) -> Fl
     """``T @ x`` over the last axis, whichever way is cheaper: one pass per dimension over
     the grid of all value combinations (:func:`_spread_on_grid`) or sums over groups of
     cells (:func:`_spread_by_groups`)."""
-    grid = structure.grid_shape()
-    free = int(np.count_nonzero(strength > 0))
-    if math.prod(grid) * len(grid) <= (2**free) * structure.n_cells:
+    if _grid_work(structure) <= 2 ** int(np.count_nonzero(strength > 0)) * structure.n_cells:
         return _spread_on_grid(structure, strength, x)
     return _spread_by_groups(structure, strength, x)
+
+
+_GRID_PASS = 1 / 8
+"""What a point of the grid costs in one pass of :func:`_spread_on_grid`, in cells of one set
+of :func:`_spread_by_groups` (measured on the demo's 1,421 evaluated cells, a grid of 3,888
+points: 0.37 ms on the grid whatever transfers, against 0.29 / 0.35 / 0.62 / 1.13 / 2.16 /
+9.4 ms by groups with 1 / 2 / 3 / 4 / 5 / 7 dimensions transferring)."""
+
+
+def _grid_work(structure: CellStructure) -> float:
+    """The work of one :func:`_spread_on_grid`, in the units of :func:`_spread_by_groups`'s
+    (a cell in one set of dimensions)."""
+    grid = structure.grid_shape()
+    return math.prod(grid) * len(grid) * _GRID_PASS
 
 
 def _spread_on_grid(structure: CellStructure, strength: FloatArray, x: FloatArray) -> FloatArray:

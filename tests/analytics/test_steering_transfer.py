@@ -628,7 +628,7 @@ def test_the_greedy_forms_the_reach_again_only_when_it_has_grown_loose():
     # and buys exactly what forming it at every step buys. The cells are a few of many
     # combinations, where the reach is formed by groups of cells (on the grid of every
     # combination it costs a few columns, and is formed again whenever a batch is not enough).
-    model = _model((6, 5, 5, 4, 4, 3, 3), (0.3, 0.1, 0.5, 0.15, 0.2, 0.05, 0.4), seed=5, keep=0.04)
+    model = _model((8, 6, 5, 5, 4, 4, 3), (0.3, 0.1, 0.5, 0.15, 0.2, 0.05, 0.4), seed=5, keep=0.006)
     amplitude, n, cost = _allocation_inputs(model.structure.n_cells, seed=9)
     counted = _Counted(model)
     eager = _Counted(model)
