@@ -238,8 +238,11 @@ class TransferModel:
         """What one :meth:`reach` costs, in columns of :meth:`columns` (about: a column is
         one pass over the cells; the reach is a pass over the grid per dimension or one over
         the cells per set of transferring dimensions, whichever :func:`_spread` takes)."""
+        by_groups = 2 ** int(np.count_nonzero(self.strength > 0))
+        if math.prod(self.structure.grid_shape()) > _GRID_POINTS:
+            return by_groups
         on_grid = _grid_work(self.structure) / max(self.structure.n_cells, 1)
-        return max(1, math.ceil(min(on_grid, 2 ** int(np.count_nonzero(self.strength > 0)))))
+        return max(1, math.ceil(min(on_grid, by_groups)))
 
     def columns(self, cells: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> FloatArray:
         """``T[rows][:, cells]``: what one episode in each of ``cells`` counts for each cell of
@@ -351,10 +354,18 @@ def _matrix(differ: FloatArray, strength: FloatArray, size: int) -> FloatArray:
 def _spread(structure: CellStructure, strength: FloatArray, x: FloatArray) -> FloatArray:
     """``T @ x`` over the last axis, whichever way is cheaper: one pass per dimension over
     the grid of all value combinations (:func:`_spread_on_grid`) or sums over groups of
-    cells (:func:`_spread_by_groups`)."""
-    if _grid_work(structure) <= 2 ** int(np.count_nonzero(strength > 0)) * structure.n_cells:
+    cells (:func:`_spread_by_groups`), the grid only where it fits in :data:`_GRID_POINTS`
+    (a grid per row of ``x``)."""
+    rows = int(np.prod(x.shape[:-1]))
+    cheaper = _grid_work(structure) <= 2 ** int(np.count_nonzero(strength > 0)) * structure.n_cells
+    if cheaper and math.prod(structure.grid_shape()) * rows <= _GRID_POINTS:
         return _spread_on_grid(structure, strength, x)
     return _spread_by_groups(structure, strength, x)
+
+
+_GRID_POINTS = 4_000_000
+"""The most points :func:`_spread_on_grid` holds at once (32 MB): a report's many cells over
+many dimensions, with a row per evaluation, would otherwise make grids of hundreds of MB."""
 
 
 _GRID_PASS = 1 / 8
