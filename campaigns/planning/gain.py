@@ -99,10 +99,12 @@ def stationary_log_total(
     with ``amp = 0`` gets ``-inf``; a zero price gets ``+inf`` (the caller clips).
     """
     amp_arr = np.asarray(amp, dtype=np.float64)
-    with np.errstate(divide="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore"):
         log_scale = np.log(amp_arr * b) + b * np.log1p(np.asarray(n0, dtype=np.float64))
         log_price = np.log(np.asarray(price, dtype=np.float64))
-    return np.asarray((log_scale - log_price) / (b + 1.0), dtype=np.float64)
+        level = (log_scale - log_price) / (b + 1.0)
+    # A cell with nothing to gain stays at -inf even at a zero price (-inf - -inf is NaN).
+    return np.asarray(np.where(amp_arr > 0, level, -np.inf), dtype=np.float64)
 
 
 def batch_value(

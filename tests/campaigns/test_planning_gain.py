@@ -1,4 +1,5 @@
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -73,3 +74,7 @@ def test_the_stationary_total_is_where_the_marginal_meets_the_price(amp, n0, b, 
 
 def test_a_cell_without_anything_to_remove_never_wants_episodes():
     assert float(stationary_log_total(0.0, 10.0, 0.5, 1e-3)) == -np.inf
+    # Not even at a zero price (where -inf less -inf was NaN, with a warning).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(stationary_log_total(0.0, 10.0, 0.5, 0.0)) == -np.inf
