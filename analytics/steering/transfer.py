@@ -63,7 +63,8 @@ STRENGTH_GRID: FloatArray = np.array([0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4,
 """Candidate strengths per dimension (the share of an episode that survives one change)."""
 
 PRIOR_NO_TRANSFER = 0.7
-"""Prior probability that a dimension transfers nothing; the rest is spread evenly."""
+"""Prior probability that a dimension transfers nothing; the rest is log-uniform over the
+non-zero strengths (:func:`_log_prior`)."""
 
 INTERVAL_LEVEL = 0.9
 """The level of the strengths' reported intervals."""
@@ -218,7 +219,7 @@ class TransferModel:
         forming ``T`` (a gap report's thousands of cells would need a matrix of their
         square): in ``O(grid * dimensions)`` over the grid of every combination of values,
         or ``O(cells * 2 ** dimensions)`` by groups of cells where the grid is much larger
-        than the cells (:func:`_spread`). ``T`` is symmetric, so this is also
+        than the cells or would not fit in memory (:func:`_spread`). ``T`` is symmetric, so this is also
         ``T.T @ x``: for values ``x`` per cell, what an episode in each cell is worth in
         the cells it helps."""
         values = np.asarray(x, dtype=np.float64)
@@ -238,11 +239,9 @@ class TransferModel:
         """What one :meth:`reach` costs, in columns of :meth:`columns` (about: a column is
         one pass over the cells; the reach is a pass over the grid per dimension or one over
         the cells per set of transferring dimensions, whichever :func:`_spread` takes)."""
-        by_groups = 2 ** int(np.count_nonzero(self.strength > 0))
-        if math.prod(self.structure.grid_shape()) > _GRID_POINTS:
-            return by_groups
-        on_grid = _grid_work(self.structure) / max(self.structure.n_cells, 1)
-        return max(1, math.ceil(min(on_grid, by_groups)))
+        if not _on_grid(self.structure, self.strength, rows=1):
+            return 2 ** int(np.count_nonzero(self.strength > 0))
+        return max(1, math.ceil(_grid_work(self.structure) / max(self.structure.n_cells, 1)))
 
     def columns(self, cells: npt.ArrayLike, rows: npt.ArrayLike | None = None) -> FloatArray:
         """``T[rows][:, cells]``: what one episode in each of ``cells`` counts for each cell of
@@ -356,11 +355,17 @@ def _spread(structure: CellStructure, strength: FloatArray, x: FloatArray) -> Fl
     the grid of all value combinations (:func:`_spread_on_grid`) or sums over groups of
     cells (:func:`_spread_by_groups`), the grid only where it fits in :data:`_GRID_POINTS`
     (a grid per row of ``x``)."""
-    rows = int(np.prod(x.shape[:-1]))
-    cheaper = _grid_work(structure) <= 2 ** int(np.count_nonzero(strength > 0)) * structure.n_cells
-    if cheaper and math.prod(structure.grid_shape()) * rows <= _GRID_POINTS:
+    if _on_grid(structure, strength, rows=int(np.prod(x.shape[:-1]))):
         return _spread_on_grid(structure, strength, x)
     return _spread_by_groups(structure, strength, x)
+
+
+def _on_grid(structure: CellStructure, strength: FloatArray, *, rows: int) -> bool:
+    """Whether :func:`_spread` takes the grid for ``rows`` rows: cheaper than the groups, and
+    within :data:`_GRID_POINTS`."""
+    by_groups = 2 ** int(np.count_nonzero(strength > 0)) * structure.n_cells
+    fits = math.prod(structure.grid_shape()) * rows <= _GRID_POINTS
+    return fits and _grid_work(structure) <= by_groups
 
 
 _GRID_POINTS = 4_000_000

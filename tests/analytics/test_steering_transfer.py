@@ -23,6 +23,7 @@ from analytics.steering.transfer import (
     TransferModel,
     _interval,
     _log_prior,
+    _on_grid,
     _Score,
     _spread_by_groups,
     _spread_on_grid,
@@ -521,6 +522,21 @@ def test_spread_is_the_matrix_product_without_the_matrix(seed, strength, unstate
     product = y @ transfer_matrix(twice, s).T
     assert np.allclose(_spread_on_grid(twice, s, y), product, atol=1e-12)
     assert np.allclose(_spread_by_groups(twice, s, y), product, atol=1e-12)
+
+
+def test_the_grid_is_taken_only_where_it_is_cheaper_and_fits_in_memory():
+    # 40,000 cells, every combination of four dimensions: the grid is cheaper than the groups,
+    # for one row (a reach) and for many (a score's row per evaluation) until the grids
+    # would hold more than 4,000,000 points; a few cells of a vast grid go by groups.
+    full = _model((20, 20, 10, 10), (0.1, 0.2, 0.05, 0.3)).structure
+    s = np.array([0.1, 0.2, 0.05, 0.3])
+    assert _on_grid(full, s, rows=1) and _on_grid(full, s, rows=100)
+    assert not _on_grid(full, s, rows=101)
+    sparse = _model((8, 6, 5, 5, 4, 4, 3), (0.3,) * 7, seed=5, keep=0.006)
+    assert not _on_grid(sparse.structure, sparse.strength, rows=1)
+    assert sparse.reach_cost == 2**7
+    x = np.random.default_rng(1).random((2, sparse.structure.n_cells))
+    assert np.allclose(sparse.spread(x), x @ sparse.matrix().T, atol=1e-12)
 
 
 def test_a_stored_model_reads_back_by_dimension_name_over_other_cells():
