@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 from scipy import optimize
@@ -29,6 +31,28 @@ from analytics.learning.rows import EvaluationRows, FloatArray
 
 FLOOR_EVIDENCE = 3.84
 """Likelihood-ratio statistic a floor ``f_inf > 0`` must reach (chi-square, 1 df, 5%)."""
+
+SETTLED_EXPONENT = 0.02
+"""With per-cell exponents, the refinement goes on until the shared exponent moves less than
+this in a step (see :func:`fit_curve_set`)."""
+
+MAX_REFINE = 8
+"""The most refinements with per-cell exponents."""
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The cells read around one pooled curve: their posteriors, the spread, each
+    cell's posterior-mean ``log m`` and exponent offset, the rows' log marginal
+    likelihood (per-cell exponents only; 0 otherwise) and the conditions' prior means
+    for the next read."""
+
+    posterior: FloatArray
+    tau: float
+    log_m: FloatArray
+    offset: FloatArray
+    log_evidence: float = 0.0
+    prior_mean: FloatArray | None = None
 
 
 def _refit_with_offsets(
@@ -146,41 +170,77 @@ def fit_curve_set(
             "conditions need exponents=True and one row of value codes per cell, "
             f"got shape {codes.shape} for {size} cells"
         )
-    prior_mean: FloatArray | None = None
 
-    def posteriors(curve: LearningCurve) -> tuple[FloatArray, float, FloatArray, FloatArray]:
-        nonlocal prior_mean
+    def read(curve: LearningCurve, prior_mean: FloatArray | None) -> _Read:
         if not exponents:
             posterior, spread = _cell_posteriors(curve, rows, n_now, grid, tau)
-            return posterior, spread, (posterior * grid).sum(axis=1), np.zeros(size)
-        posterior, spread, marginal, offset = _cell_posteriors_with_exponents(
+            return _Read(posterior, spread, (posterior * grid).sum(axis=1), np.zeros(size))
+        posterior, spread, marginal, offset, log_evidence = _cell_posteriors_with_exponents(
             curve, rows, n_now, grid, tau, prior_mean
         )
         log_m = (marginal * grid).sum(axis=1)
         if codes is not None:
             variance = np.maximum((marginal * grid * grid).sum(axis=1) - log_m * log_m, 0.0)
             prior_mean = _condition_means(codes, log_m, variance, spread)
-        return posterior, spread, log_m, offset
+        log_evidence -= exponent_penalty(curve.b, centre)[0]
+        return _Read(posterior, spread, log_m, offset, log_evidence, prior_mean)
 
-    posterior, best_tau, log_m, offset = posteriors(curve)
-    for _ in range(refine if fit.source == "fitted" and not given else 0):
-        # Refit the shared (f_inf, a, b) with each cell's multiplier (and exponent offset)
-        # held at its posterior mean, so differences between cells are not mistaken for
-        # learning.
+    def offsets_of(now: _Read) -> FloatArray:
+        # Each row's multiplier (and exponent offset) held at its cell's posterior mean, so
+        # differences between cells are not mistaken for learning.
         cell = rows.cell
-        offsets = np.exp(log_m[cell] - offset[cell] * np.log1p(rows.train_count))
-        with_floor = _refit_with_offsets(curve, rows, offsets, centre=centre)
-        if with_floor is None:
-            break
-        curve = with_floor[0]
-        if floor_evidence is not None:
-            # Claim a floor only when the data demand it (likelihood-ratio test against
-            # f_inf = 0): slow learners otherwise pass for a floor, and a spurious floor
-            # above the target would declare it out of reach.
-            without = _refit_with_offsets(curve, rows, offsets, floor=False, centre=centre)
-            if without is not None and 2.0 * (with_floor[1] - without[1]) < floor_evidence:
-                curve = without[0]
-        posterior, best_tau, log_m, offset = posteriors(curve)
+        return np.exp(now.log_m[cell] - now.offset[cell] * np.log1p(rows.train_count))
+
+    def refined(
+        curve: LearningCurve, now: _Read, floor: bool, times: int = refine, settle: bool = False
+    ) -> tuple[LearningCurve, _Read]:
+        # Refit the shared (f_inf, a, b) around the cells and read them again, ``times``
+        # times, and with ``settle`` on until the exponent moves less than SETTLED_EXPONENT
+        # (at most MAX_REFINE times in all).
+        for step in range(MAX_REFINE if settle else times):
+            refit = _refit_with_offsets(curve, rows, offsets_of(now), floor=floor, centre=centre)
+            if refit is None:
+                break
+            moved = abs(refit[0].b - curve.b)
+            curve = refit[0]
+            now = read(curve, now.prior_mean)
+            if step + 1 >= times and (not settle or moved < SETTLED_EXPONENT):
+                break
+        return curve, now
+
+    now = read(curve, None)
+    if fit.source == "fitted" and not given and refine > 0:
+        if exponents and floor_evidence is not None:
+            # The pooled fit that starts the refinement reads differences between cells as
+            # learning (steep, often with a floor), and each refinement moves the shared
+            # exponent only as far as the cells' own exponents reach, so the refinement goes
+            # on until the exponent settles, once without a floor and once with one. The
+            # floor is claimed only when the data demand it: a likelihood-ratio test of the
+            # rows' marginal likelihood, the cells integrated out. Slow learners otherwise
+            # pass for a floor, and a spurious floor above the target would declare it out
+            # of reach; testing with the cells held where the floor had put them favoured
+            # the floor.
+            without = refined(curve, now, floor=False, settle=True)
+            with_floor = refined(curve, now, floor=True, settle=True)
+            evidence = 2.0 * (with_floor[1].log_evidence - without[1].log_evidence)
+            curve, now = with_floor if evidence >= floor_evidence else without
+        elif exponents:
+            curve, now = refined(curve, now, floor=True)
+        else:
+            for _ in range(refine):
+                offsets = offsets_of(now)
+                floored = _refit_with_offsets(curve, rows, offsets, centre=centre)
+                if floored is None:
+                    break
+                curve = floored[0]
+                if floor_evidence is not None:
+                    # The test with the cells held at their posterior means (one evaluation:
+                    # no history, read as a recommendation always was).
+                    flat = _refit_with_offsets(curve, rows, offsets, floor=False, centre=centre)
+                    if flat is not None and 2.0 * (floored[1] - flat[1]) < floor_evidence:
+                        curve = flat[0]
+                now = read(curve, now.prior_mean)
+    posterior, best_tau, offset = now.posterior, now.tau, now.offset
     if curve is not fit.curve:
         fit = CurveFit(
             curve=curve,

@@ -139,7 +139,7 @@ def _cell_posteriors_with_exponents(
     grid: FloatArray,
     tau: float | None,
     prior_mean: FloatArray | None = None,
-) -> tuple[FloatArray, float, FloatArray, FloatArray]:
+) -> tuple[FloatArray, float, FloatArray, FloatArray, float]:
     """Per-cell exponents: each cell's joint grid posterior of ``(b_c - b, log m_c)``, read
     at the cell's current ``n`` as the shared-exponent multiplier with the same rate there.
 
@@ -157,7 +157,9 @@ def _cell_posteriors_with_exponents(
     Returns the posterior of ``log m`` under the shared ``b`` at ``n_now`` (a point of the
     joint grid moves to ``log m_c - (b_c - b) log(n_now + 1)``, split between the two
     nearest grid points), the posterior-mean ``tau``, each cell's marginal posterior of
-    ``log m_c`` (cells x grid) and its posterior-mean ``b_c - b``.
+    ``log m_c`` (cells x grid), its posterior-mean ``b_c - b``, and the log of the marginal
+    likelihood of every row under ``curve``, each cell's state integrated out (up to a
+    constant the same for every ``curve``: what a test between pooled curves compares).
     """
     spreads = (tau,) if tau is not None else TAU_GRID
     for spread in spreads:
@@ -185,6 +187,8 @@ def _cell_posteriors_with_exponents(
         successes=rows.successes[seen][order],
         n_cells=size,
     )
+
+    shift = np.zeros(size)  # the log of what each cell's likelihood was divided by
 
     def block(lo: int, hi: int) -> tuple[FloatArray, FloatArray, FloatArray]:
         """The prior of ``log m`` per spread, the allowed share of every grid point and the
@@ -216,8 +220,9 @@ def _cell_posteriors_with_exponents(
             for j, curve_j in enumerate(curves):
                 per_row = _row_log_likelihood(curve_j, mine, grid)
                 log_post[at, j, :] += np.add.reduceat(per_row, starts, axis=0)
-        likelihood = np.exp(log_post - log_post.max(axis=(1, 2), keepdims=True))
-        return prior_m, np.exp(log_allowed), likelihood
+        top = log_post.max(axis=(1, 2), keepdims=True)
+        shift[lo:hi] = top.reshape(-1)
+        return prior_m, np.exp(log_allowed), np.exp(log_post - top)
 
     def total(weights: FloatArray, prior_m: FloatArray) -> FloatArray:
         by_t = np.einsum("cji,cti->cjt", weights, prior_m)
@@ -245,6 +250,8 @@ def _cell_posteriors_with_exponents(
     # candidates.
     with np.errstate(divide="ignore"):
         log_w = (np.log(mass) - np.log(norm)).sum(axis=0)
+    log_w -= np.log(log_w.size)
+    log_evidence = float(special.logsumexp(log_w) + shift.sum())
     weights = np.exp(log_w - log_w.max())
     weights /= weights.sum()
     # Each cell's posterior: sum over (s, t) of w_st * L * prior_st / M_cst.
@@ -279,6 +286,7 @@ def _cell_posteriors_with_exponents(
         float(np.dot(weights.sum(axis=0), spreads)),
         marginal,
         offset_mean,
+        log_evidence,
     )
 
 
