@@ -28,12 +28,15 @@ Fit:
    is repeated. A floor ``f_inf > 0`` is kept only when a likelihood-ratio test against
    ``f_inf = 0`` demands it (:data:`FLOOR_EVIDENCE`): cells that learn more slowly than the
    shared exponent otherwise pass for a floor, and a spurious floor above the target would
-   declare the target out of reach. With per-cell exponents (below) the refinement goes on
-   until the shared exponent settles (each step moves it only as far as the cells' own
+   declare the target out of reach. The refinement goes on until the shared exponent
+   settles (with per-cell exponents each step moves it only as far as the cells' own
    exponents reach), once without a floor and once with one, and the test compares the
-   two on the rows' marginal likelihood, every cell integrated out: tested with the cells
-   held where a floor had put them, a history whose untrained cells fail often passed for
-   a floor of 0.24% under an exponent of 1.5.
+   two on the rows' marginal likelihood, every cell integrated out, under an exponential
+   prior on the floor (mean :data:`FLOOR_SCALE`). Tested with the cells held where a floor
+   had put them, a history whose untrained cells fail often passed for a floor of 0.24%
+   under an exponent of 1.5, and a first evaluation for one of 7.35%; without the floor's
+   prior, an evaluation too thin to show any learning passed for a floor at the pool's
+   failure rate.
 
 **Per-cell exponents** (``exponents=True``, what the steered strategy uses). A cell that
 learns faster or slower than the pool is misread by a shared exponent: its rows at earlier
@@ -67,7 +70,7 @@ rates from :meth:`CurveSet.rate` with the shared ``f_inf`` and ``b`` (its gain
 """
 
 from analytics.learning.curveset import CurveSet
-from analytics.learning.fit import FLOOR_EVIDENCE, fit_curve_set, fit_history
+from analytics.learning.fit import FLOOR_EVIDENCE, FLOOR_SCALE, fit_curve_set, fit_history
 from analytics.learning.posteriors import (
     CONDITION_RIDGE,
     EXPONENT_OFFSET_GRID,
@@ -89,6 +92,7 @@ __all__ = [
     "EXPONENT_OFFSET_GRID",
     "EXPONENT_SPREADS",
     "FLOOR_EVIDENCE",
+    "FLOOR_SCALE",
     "LOG_MULTIPLIER_GRID",
     "POSTERIOR_LEVELS",
     "TAU_GRID",

@@ -32,6 +32,11 @@ from analytics.learning.rows import EvaluationRows, FloatArray
 FLOOR_EVIDENCE = 3.84
 """Likelihood-ratio statistic a floor ``f_inf > 0`` must reach (chi-square, 1 df, 5%)."""
 
+FLOOR_SCALE = 0.005
+"""Mean of the floor's prior (exponential): a floor is failure no amount of data removes,
+rarely more than a fraction of a percent. Without it, an evaluation too thin to show any
+learning (every cell failing at the pool's rate) passed for a floor at that rate."""
+
 SETTLED_EXPONENT = 0.02
 """With per-cell exponents, the refinement goes on until the shared exponent moves less than
 this in a step (see :func:`fit_curve_set`)."""
@@ -84,8 +89,13 @@ def _refit_with_offsets(
         ll = k * np.log(rate) + s * np.log1p(-rate)
         d_rate = np.where(raw == rate, k / rate - s / (1.0 - rate), 0.0)
         penalty, d_penalty = exponent_penalty(float(b), centre)
+        penalty += f_inf / FLOOR_SCALE
         grad = np.array(
-            [d_rate.sum(), np.dot(d_rate, x), np.dot(d_rate, -a * x * log_n1) - d_penalty]
+            [
+                d_rate.sum() - 1.0 / FLOOR_SCALE,
+                np.dot(d_rate, x),
+                np.dot(d_rate, -a * x * log_n1) - d_penalty,
+            ]
         )
         return (penalty - float(ll.sum())) * scale, -grad * scale
 
@@ -173,8 +183,11 @@ def fit_curve_set(
 
     def read(curve: LearningCurve, prior_mean: FloatArray | None) -> _Read:
         if not exponents:
-            posterior, spread = _cell_posteriors(curve, rows, n_now, grid, tau)
-            return _Read(posterior, spread, (posterior * grid).sum(axis=1), np.zeros(size))
+            posterior, spread, log_evidence = _cell_posteriors(curve, rows, n_now, grid, tau)
+            log_evidence -= exponent_penalty(curve.b, centre)[0] + curve.f_inf / FLOOR_SCALE
+            return _Read(
+                posterior, spread, (posterior * grid).sum(axis=1), np.zeros(size), log_evidence
+            )
         posterior, spread, marginal, offset, log_evidence = _cell_posteriors_with_exponents(
             curve, rows, n_now, grid, tau, prior_mean
         )
@@ -182,7 +195,7 @@ def fit_curve_set(
         if codes is not None:
             variance = np.maximum((marginal * grid * grid).sum(axis=1) - log_m * log_m, 0.0)
             prior_mean = _condition_means(codes, log_m, variance, spread)
-        log_evidence -= exponent_penalty(curve.b, centre)[0]
+        log_evidence -= exponent_penalty(curve.b, centre)[0] + curve.f_inf / FLOOR_SCALE
         return _Read(posterior, spread, log_m, offset, log_evidence, prior_mean)
 
     def offsets_of(now: _Read) -> FloatArray:
@@ -210,36 +223,22 @@ def fit_curve_set(
 
     now = read(curve, None)
     if fit.source == "fitted" and not given and refine > 0:
-        if exponents and floor_evidence is not None:
+        if floor_evidence is not None:
             # The pooled fit that starts the refinement reads differences between cells as
-            # learning (steep, often with a floor), and each refinement moves the shared
-            # exponent only as far as the cells' own exponents reach, so the refinement goes
-            # on until the exponent settles, once without a floor and once with one. The
-            # floor is claimed only when the data demand it: a likelihood-ratio test of the
-            # rows' marginal likelihood, the cells integrated out. Slow learners otherwise
-            # pass for a floor, and a spurious floor above the target would declare it out
-            # of reach; testing with the cells held where the floor had put them favoured
-            # the floor.
+            # learning (steep, often with a floor); with per-cell exponents each refinement
+            # moves the shared exponent only as far as the cells' own exponents reach. So
+            # the refinement goes on until the exponent settles, once without a floor and
+            # once with one, and the floor is claimed only when the data demand it: a
+            # likelihood-ratio test of the rows' marginal likelihood, every cell integrated
+            # out. Slow learners otherwise pass for a floor, and a spurious floor above the
+            # target would declare it out of reach; testing with the cells held where the
+            # floor had put them favoured the floor.
             without = refined(curve, now, floor=False, settle=True)
             with_floor = refined(curve, now, floor=True, settle=True)
             evidence = 2.0 * (with_floor[1].log_evidence - without[1].log_evidence)
             curve, now = with_floor if evidence >= floor_evidence else without
-        elif exponents:
-            curve, now = refined(curve, now, floor=True)
         else:
-            for _ in range(refine):
-                offsets = offsets_of(now)
-                floored = _refit_with_offsets(curve, rows, offsets, centre=centre)
-                if floored is None:
-                    break
-                curve = floored[0]
-                if floor_evidence is not None:
-                    # The test with the cells held at their posterior means (one evaluation:
-                    # no history, read as a recommendation always was).
-                    flat = _refit_with_offsets(curve, rows, offsets, floor=False, centre=centre)
-                    if flat is not None and 2.0 * (floored[1] - flat[1]) < floor_evidence:
-                        curve = flat[0]
-                now = read(curve, now.prior_mean)
+            curve, now = refined(curve, now, floor=True)
     posterior, best_tau, offset = now.posterior, now.tau, now.offset
     if curve is not fit.curve:
         fit = CurveFit(

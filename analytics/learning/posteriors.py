@@ -49,8 +49,10 @@ def _cell_posteriors(
     n_now: FloatArray,
     grid: FloatArray,
     tau: float | None,
-) -> tuple[FloatArray, float]:
-    """Return each cell's grid posterior of ``log m`` and the (posterior-mean) spread."""
+) -> tuple[FloatArray, float, float]:
+    """Return each cell's grid posterior of ``log m``, the (posterior-mean) spread and the log
+    of the marginal likelihood of every row under ``curve``, each cell's multiplier
+    integrated out (up to a constant the same for every ``curve``)."""
     size = rows.n_cells
     spreads = (tau,) if tau is not None else TAU_GRID
     for spread in spreads:
@@ -110,7 +112,8 @@ def _cell_posteriors(
     # uncertain instead of trusting a tiny one that two cells happen to agree on. The
     # marginal is up to the grid step, the same for every spread; a cell without evidence
     # adds nothing to it.
-    log_w = (log_mass - log_norm).sum(axis=0)
+    log_w = (log_mass - log_norm).sum(axis=0) - np.log(len(spreads))
+    log_evidence = float(special.logsumexp(log_w))
     weights = np.exp(log_w - log_w.max())
     weights /= weights.sum()
 
@@ -129,7 +132,7 @@ def _cell_posteriors(
         joint = loglik[c][None, :] + log_priors - log_mass[c][:, None]
         evaluated_posterior[c] = weights @ np.exp(joint)
     posterior[cells] = evaluated_posterior
-    return posterior, float(np.dot(weights, spreads))
+    return posterior, float(np.dot(weights, spreads)), log_evidence
 
 
 def _cell_posteriors_with_exponents(

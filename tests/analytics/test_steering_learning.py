@@ -483,3 +483,24 @@ def test_the_marginal_likelihood_of_a_refit_is_the_grid_sum_over_cells_and_sprea
     constant = float(trials.sum() * np.log(2.0))
     assert evidence["steep"] == pytest.approx(by_loops(steep) - constant, abs=1e-6)
     assert evidence["gentle"] == pytest.approx(by_loops(gentle) - constant, abs=1e-6)
+
+
+def test_a_first_evaluation_claims_no_floor_it_cannot_tell_from_slow_learning():
+    """The first evaluations of two simulated worlds (no history: the snapshot fit a
+    recommendation without history runs). Tested with the cells held where the first pooled
+    fit put them, the transfer world of seed 509 passed for a floor of 7.35%, above the
+    failure of the whole fleet; on the marginal likelihood without a prior on the floor,
+    the all world of seed 501 (300 trials over 108 cells, too few to show learning) passed
+    for one at the pool's failure rate of 4.3%."""
+    from analytics.learning import fit_history
+    from analytics.steering.simulate import WORLDS
+    from analytics.steering.simulate.world import make_world
+
+    for family, seed in (("transfer", 509), ("all", 501)):
+        seen = make_world(seed, config=WORLDS[family]).observe()
+        curves = fit_history(
+            seen.eval_train_count, seen.eval_trials, seen.eval_successes, seen.train_count
+        )
+        assert curves.fit.source == "fitted"
+        assert curves.fit.curve.f_inf == 0.0, (family, seed, curves.fit.curve)
+        assert curves.fit.curve.a > 0.01
