@@ -37,7 +37,7 @@ FLOOR_SCALE = 0.005
 rarely more than a fraction of a percent. Without it, an evaluation too thin to show any
 learning (every cell failing at the pool's rate) passed for a floor at that rate."""
 
-SETTLED_EXPONENT = 0.02
+SETTLED_EXPONENT = 0.05
 """With per-cell exponents, the refinement goes on until the shared exponent moves less than
 this in a step (see :func:`fit_curve_set`)."""
 
@@ -234,7 +234,11 @@ def fit_curve_set(
             # target would declare it out of reach; testing with the cells held where the
             # floor had put them favoured the floor.
             without = refined(curve, now, floor=False, settle=True)
-            with_floor = refined(curve, now, floor=True, settle=True)
+            first = _refit_with_offsets(curve, rows, offsets_of(now), centre=centre)
+            if first is None or first[0].f_inf == 0.0:
+                with_floor = without  # the refit allowed a floor wants none: the same path
+            else:
+                with_floor = refined(curve, now, floor=True, settle=True)
             evidence = 2.0 * (with_floor[1].log_evidence - without[1].log_evidence)
             curve, now = with_floor if evidence >= floor_evidence else without
         else:
