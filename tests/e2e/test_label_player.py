@@ -31,14 +31,20 @@ def browser() -> Iterator[Any]:
 
 
 # Both videos' time and what they show: each drawn into a canvas and its pixels read back.
-SHOWN = """() => Array.from(document.querySelectorAll("[data-player] video")).map((v) => {
-  const c = document.createElement("canvas");
-  c.width = v.videoWidth; c.height = v.videoHeight;
-  const g = c.getContext("2d");
-  g.drawImage(v, 0, 0);
-  return {key: v.dataset.camera, time: v.currentTime, rate: v.playbackRate,
-          w: c.width, h: c.height, pixels: Array.from(g.getImageData(0, 0, c.width, c.height).data)};
-})"""
+SHOWN = """() => {
+  // Every camera is drawn first, its time read as it is drawn, and the pixels read after:
+  // reading one camera's pixels takes long enough for the other to present a new frame
+  // while playing, which a snapshot of both must not mistake for the cameras apart.
+  const drawn = Array.from(document.querySelectorAll("[data-player] video")).map((v) => {
+    const c = document.createElement("canvas");
+    c.width = v.videoWidth; c.height = v.videoHeight;
+    c.getContext("2d").drawImage(v, 0, 0);
+    return {v, c, time: v.currentTime};
+  });
+  return drawn.map(({v, c, time}) => ({key: v.dataset.camera, time, rate: v.playbackRate,
+    w: c.width, h: c.height,
+    pixels: Array.from(c.getContext("2d").getImageData(0, 0, c.width, c.height).data)}));
+}"""
 
 
 def shown(page) -> dict[str, tuple[float, float]]:
