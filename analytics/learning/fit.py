@@ -38,11 +38,11 @@ rarely more than a fraction of a percent. Without it, an evaluation too thin to 
 learning (every cell failing at the pool's rate) passed for a floor at that rate."""
 
 SETTLED_EXPONENT = 0.05
-"""With per-cell exponents, the refinement goes on until the shared exponent moves less than
+"""Where the floor is tested, the refinement goes on until the shared exponent moves less than
 this in a step (see :func:`fit_curve_set`)."""
 
 MAX_REFINE = 8
-"""The most refinements with per-cell exponents."""
+"""The most refinements until the exponent settles."""
 
 
 @dataclass(frozen=True)
@@ -205,13 +205,22 @@ def fit_curve_set(
         return np.exp(now.log_m[cell] - now.offset[cell] * np.log1p(rows.train_count))
 
     def refined(
-        curve: LearningCurve, now: _Read, floor: bool, times: int = refine, settle: bool = False
+        curve: LearningCurve,
+        now: _Read,
+        floor: bool,
+        times: int = refine,
+        settle: bool = False,
+        first: tuple[LearningCurve, float] | None = None,
     ) -> tuple[LearningCurve, _Read]:
         # Refit the shared (f_inf, a, b) around the cells and read them again, ``times``
         # times, and with ``settle`` on until the exponent moves less than SETTLED_EXPONENT
-        # (at most MAX_REFINE times in all).
+        # (at most MAX_REFINE times in all); ``first`` is the first refit, already made.
         for step in range(MAX_REFINE if settle else times):
-            refit = _refit_with_offsets(curve, rows, offsets_of(now), floor=floor, centre=centre)
+            refit = (
+                first
+                if step == 0 and first is not None
+                else _refit_with_offsets(curve, rows, offsets_of(now), floor=floor, centre=centre)
+            )
             if refit is None:
                 break
             moved = abs(refit[0].b - curve.b)
@@ -238,7 +247,7 @@ def fit_curve_set(
             if first is None or first[0].f_inf == 0.0:
                 with_floor = without  # the refit allowed a floor wants none: the same path
             else:
-                with_floor = refined(curve, now, floor=True, settle=True)
+                with_floor = refined(curve, now, floor=True, settle=True, first=first)
             evidence = 2.0 * (with_floor[1].log_evidence - without[1].log_evidence)
             curve, now = with_floor if evidence >= floor_evidence else without
         else:

@@ -391,8 +391,7 @@ def test_a_refit_on_history_claims_no_floor_that_its_cells_explain():
     """A simulated campaign after two steered rounds (the cost world of seed 500): cells
     trained for long fail rarely, cells that only transfer reaches fail often. Read with the
     cells held where the first pooled fit put them, this passed for a floor of 0.24% (true
-    floors are about 0.01%) under an exponent of 1.5, outside every cell's true 0.6-1.0, and
-    every cell's rate now read as that floor."""
+    floors are about 0.01%) under an exponent of 1.5, outside every cell's true 0.6-1.0."""
     from analytics.learning import fit_history
     from analytics.steering.simulate import WORLDS
     from analytics.steering.simulate.world import _truth_of, make_world
@@ -425,6 +424,7 @@ def test_a_refit_on_history_claims_no_floor_that_its_cells_explain():
 
 
 def test_the_marginal_likelihood_of_a_refit_is_the_grid_sum_over_cells_and_spreads():
+    from analytics.curves import B_BOUNDS
     from analytics.learning.posteriors import (
         EXPONENT_OFFSET_GRID,
         EXPONENT_SPREADS,
@@ -452,7 +452,7 @@ def test_the_marginal_likelihood_of_a_refit_is_the_grid_sum_over_cells_and_sprea
                     mass = norm = 0.0
                     for delta in EXPONENT_OFFSET_GRID:
                         b = curve.b + delta
-                        if not 0.05 <= b <= 2.0:
+                        if not B_BOUNDS[0] <= b <= B_BOUNDS[1]:
                             continue
                         shifted = LearningCurve(f_inf=curve.f_inf, a=curve.a, b=b)
                         last, top = _ceiling(shifted, n_now[c : c + 1], grid)
