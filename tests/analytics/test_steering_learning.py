@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 from analytics.curves import LearningCurve
 from analytics.learning import EvaluationRows, fit_curve_set
@@ -483,6 +483,65 @@ def test_the_marginal_likelihood_of_a_refit_is_the_grid_sum_over_cells_and_sprea
     constant = float(trials.sum() * np.log(2.0))
     assert evidence["steep"] == pytest.approx(by_loops(steep) - constant, abs=1e-6)
     assert evidence["gentle"] == pytest.approx(by_loops(gentle) - constant, abs=1e-6)
+
+
+def test_the_marginal_likelihood_of_a_shared_exponent_read_is_the_grid_sum_over_cells():
+    # The shared-exponent path (a first evaluation, the gap report's reads): the evidence it
+    # returns is, up to the binomial coefficients, the log of the average over the spreads
+    # of the product over cells of each cell's likelihood integrated over its truncated
+    # prior, written here as loops in logs. Cell 2 has no failure in 200,000 trials, a rate
+    # the narrowest spread all but rules out, so its evidence there is formed in logs in the
+    # code too; cell 3 has no rows and adds nothing.
+    from analytics.learning.posteriors import (
+        LOG_MULTIPLIER_GRID,
+        TAU_GRID,
+        _ceiling,
+        _cell_posteriors,
+        _share_rows,
+    )
+
+    cell = np.array([0, 0, 1, 2])
+    n = np.array([10.0, 200.0, 50.0, 0.0])
+    trials = np.array([40.0, 60.0, 100.0, 200_000.0])
+    successes = np.array([31.0, 57.0, 96.0, 200_000.0])
+    rows = EvaluationRows(cell=cell, train_count=n, trials=trials, successes=successes, n_cells=4)
+    n_now = np.array([200.0, 50.0, 0.0, 5.0])
+    grid = LOG_MULTIPLIER_GRID
+
+    def by_loops(curve: LearningCurve) -> float:
+        per_spread = []
+        for t in TAU_GRID:
+            total = 0.0
+            for c in range(4):
+                last, top = _ceiling(curve, n_now[c : c + 1], grid)
+                with np.errstate(divide="ignore"):
+                    log_prior = -0.5 * (grid / t) ** 2 + np.log(
+                        _share_rows(last, top, grid.size)[0]
+                    )
+                log_likelihood = np.zeros(grid.size)
+                for r in np.flatnonzero(cell == c):
+                    rate = curve.f_inf + curve.a * np.exp(grid) * (n[r] + 1) ** -curve.b
+                    rate = np.clip(rate, 1e-12, 1 - 1e-12)
+                    log_likelihood += stats.binom.logpmf(trials[r] - successes[r], trials[r], rate)
+                total += special.logsumexp(log_prior + log_likelihood)
+                total -= special.logsumexp(log_prior)
+            per_spread.append(total)
+        return float(special.logsumexp(per_spread) - np.log(len(TAU_GRID)))
+
+    coefficients = float(
+        sum(
+            special.gammaln(trials[r] + 1)
+            - special.gammaln(trials[r] - successes[r] + 1)
+            - special.gammaln(successes[r] + 1)
+            for r in range(cell.size)
+        )
+    )
+    for curve in (
+        LearningCurve(f_inf=0.0, a=0.5, b=1.2),
+        LearningCurve(f_inf=0.002, a=0.4, b=0.7),
+    ):
+        evidence = _cell_posteriors(curve, rows, n_now, grid, None)[2]
+        assert evidence == pytest.approx(by_loops(curve) - coefficients, abs=1e-6), curve
 
 
 def test_a_first_evaluation_claims_no_floor_it_cannot_tell_from_slow_learning():
