@@ -97,7 +97,6 @@ def learn_transfer(observation: Observation) -> TransferModel | None:
         observation.eval_train_count,
         observation.eval_trials,
         observation.eval_successes,
-        intervals=False,  # a strategy acts on the estimate; the intervals are for people
     )
 
 
@@ -141,8 +140,8 @@ def make_steered(
     """Return the steered strategy: what ``manage.py recommend`` does with the observable
     record as its input (each cell's share, training, cost, conditions and latest outcomes,
     and the earlier evaluations as ``history``). The transfer is learnt from that history by
-    the same estimator, without its intervals (``transfer`` false: cells taken as
-    independent); the curves are refitted by the recommender itself
+    the same estimator, each strength the mean of its marginal posterior (``transfer``
+    false: cells taken as independent); the curves are refitted by the recommender itself
     (:func:`analytics.learning.fit_history`).
 
     The recommender's seed is ``seed`` plus the round number, so a campaign is

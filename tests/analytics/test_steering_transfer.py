@@ -179,6 +179,21 @@ def test_the_intervals_are_the_marginal_posteriors_the_other_strengths_integrate
     assert same >= 42, same
 
 
+def test_each_strength_acted_on_is_the_mean_of_its_marginal_posterior():
+    # Two evaluations of 40 trials a cell, each dimension passing 5%: thin evidence, where
+    # strengths of different dimensions stand in for each other. The strength the model
+    # acts on is the mean of the exact marginal posterior (every point of the grid
+    # weighed) to within 0.01 in every case; the mean with the other strengths held at
+    # their most probable, acted on before, was off by 0.021 and 0.022 in two of these.
+    for seed in range(12):
+        structure, counts, trials, successes = _history(seed, [0.05] * 3, rounds=2, trials=40)
+
+        model = estimate_transfer(structure, counts, trials, successes)
+        exact = [m @ STRENGTH_GRID for m in _exact_marginals(structure, counts, trials, successes)]
+
+        assert np.abs(model.strength - exact).max() < 0.01, (seed, model.strength, exact)
+
+
 @pytest.mark.parametrize("truth", [[0.05, 0.05, 0.05], [0.3, 0.1, 0.0]])
 def test_cells_that_learn_at_paces_of_their_own_do_not_pass_for_transfer(truth):
     # Each cell learns at an exponent of its own (0.5 to 1.0) and the evaluations are all but
@@ -484,15 +499,23 @@ def test_without_transfer_the_greedy_plan_is_close_to_the_exact_one(seed, budget
     assert total(greedy) >= 0.97 * total(exact) - 1e-12
 
 
-def test_without_intervals_the_estimate_is_the_same_and_says_no_interval():
+def test_without_intervals_the_estimate_says_no_interval():
+    # Without its intervals (campaigns of thousands of cells) each strength is its posterior
+    # mean with the others at their most probable, and no interval is claimed; a stored
+    # model without intervals reads back the same way.
     structure, counts, trials, successes = _history(6, [0.4, 0.0, 0.3])
 
     full = estimate_transfer(structure, counts, trials, successes)
     quick = estimate_transfer(structure, counts, trials, successes, intervals=False)
+    stored = full.stored()
+    for dimension in stored["dimensions"]:
+        dimension["low"] = dimension["high"] = None
+    back = TransferModel.from_stored(structure, stored)
 
-    assert np.array_equal(full.strength, quick.strength)
-    assert np.all(np.isnan(quick.low))
-    assert "nan" not in quick.describe() and "intervals" not in quick.describe()
+    assert np.array_equal(back.strength, full.strength)
+    for model in (quick, back):
+        assert np.all(np.isnan(model.low))
+        assert "nan" not in model.describe() and "intervals" not in model.describe()
     assert "90% intervals" in full.describe()
 
 

@@ -149,8 +149,10 @@ def _inputs_fingerprint(
 
 
 REFIT_INTERVAL_CELLS = 2000
-"""Up to this many cells the refit gives each transfer strength its interval (each interval
-costs about forty estimates; beyond it the strengths are given without)."""
+"""Up to this many cells the refit gives each transfer strength its marginal posterior: its
+interval and, as the strength acted on, its mean (the marginals cost about sixty times the
+rest of the estimate; beyond this the strengths are their posterior means with the others at
+their most probable, without intervals)."""
 
 
 def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
