@@ -527,6 +527,10 @@ def _exponent_kernels() -> FloatArray:
 
 _KERNELS = _exponent_kernels()
 
+_SCORE_BLOCK = 2_000_000
+"""The most points of spreads x pool exponents x cells a score holds at once (16 MB): the
+candidates of a dimension are scored together, as many at a time as fit."""
+
 
 class _Score:
     """How well given strengths explain the evaluations: the log-likelihood of where each
@@ -572,56 +576,92 @@ class _Score:
             self._failures * np.where(seen[:, at], self._log_trials, 0.0), axis=0
         )
         self._structure = structure
-        # The matrix for the few cells of a simulated campaign (fastest there); group sums
-        # for a gap report's thousands, whose matrix would not fit.
+        # The receivers' rows of the matrix for the few cells of a simulated campaign
+        # (fastest there); group sums for a gap report's thousands, whose matrix would not
+        # fit.
         self._differ = (
-            structure.differ().reshape(size * size, -1).astype(np.float64)
+            structure.differ(rows=at).reshape(at.size * size, -1).astype(np.float64)
             if size <= _DENSE_CELLS
             else None
         )
         self._size = size
 
-    def __call__(self, strength: FloatArray) -> float:
+    def _transferred(self, strength: FloatArray) -> FloatArray:
+        """What transfers to each receiver at every evaluation (evaluations x receivers)."""
         at = self._receivers
-        if at.size == 0:
-            return 0.0
         if self._differ is None:
-            transferred = _spread(self._structure, strength, self._counts)[:, at]
-        else:
-            transferred = self._counts @ _matrix(self._differ, strength, self._size)[at].T
-        log_n = np.log1p(self._counts[:, at] + transferred)
-        # For every b at once: sum of failures * log(w / sum over evaluations of w), with
-        # w = trials * (n_eff + 1) ** -b, in logs.
-        log_w = self._log_trials[None, :, :] - B_GRID[:, None, None] * log_n[None, :, :]
-        top = log_w.max(axis=1)  # b x cells
-        normaliser = top + np.log(np.exp(log_w - top[:, None, :]).sum(axis=1))
-        # Each cell's score at every exponent (exponents x cells).
-        per_cell = (
-            self._cell_constant[None, :]
-            - B_GRID[:, None] * (self._failures * log_n).sum(axis=0)[None, :]
-            - normaliser * self._total_failures[None, :]
-        )
-        # Cells learn at paces of their own around the pool's (as the curve fits read
-        # them): each cell's exponent is integrated out under its prior around the pool's,
-        # the spread averaged over its candidates; the pool's exponent is the best.
-        shift = per_cell.max(axis=0)
-        marginal = _KERNELS @ np.exp(per_cell - shift[None, :])  # spreads x pool x cells
-        # A pool exponent under which some cell's outcomes are out of reach (its marginal
-        # underflows at every spread) scores -inf: ruled out, quietly.
-        with np.errstate(divide="ignore"):
-            totals = np.log(marginal).sum(axis=2)  # spreads x pool
-            peak = totals.max()
-            averaged = peak + np.log(np.exp(totals - peak).mean(axis=0))
-        return float(averaged.max() + shift.sum())
+            return np.asarray(_spread(self._structure, strength, self._counts)[:, at])
+        matrix = np.exp(self._differ @ np.log(np.where(strength > 0, strength, 1.0)))
+        matrix[self._differ @ (strength <= 0).astype(np.float64) > 0] = 0.0
+        matrix = matrix.reshape(at.size, self._size)
+        matrix[np.arange(at.size), at] = 0.0  # no cell transfers to itself
+        return np.asarray(self._counts @ matrix.T)
+
+    def __call__(self, strength: FloatArray) -> float:
+        if self._receivers.size == 0:
+            return 0.0
+        return self._of(self._transferred(strength))
+
+    def _of(self, transferred: FloatArray) -> float:
+        """The score given what transfers to each receiver (see :meth:`__call__`)."""
+        return float(self._of_many(transferred[None])[0])
+
+    def _of_many(self, transferred: FloatArray) -> FloatArray:
+        """The scores given what transfers to each receiver, for several candidates at once
+        (candidates x evaluations x receivers), in blocks of :data:`_SCORE_BLOCK` points."""
+        at = self._receivers
+        per = _KERNELS.size // B_GRID.size * at.size  # one candidate's spreads x pool x cells
+        step = max(1, _SCORE_BLOCK // max(per, 1))
+        out = np.empty(transferred.shape[0])
+        for lo in range(0, transferred.shape[0], step):
+            chunk = transferred[lo : lo + step]
+            log_n = np.log1p(self._counts[None, :, at] + chunk)  # candidates x evals x cells
+            # For every b at once: sum of failures * log(w / sum over evaluations of w),
+            # with w = trials * (n_eff + 1) ** -b, in logs.
+            log_w = (
+                self._log_trials[None, None, :, :]
+                - B_GRID[None, :, None, None] * log_n[:, None, :, :]
+            )
+            top = log_w.max(axis=2)  # candidates x b x cells
+            normaliser = top + np.log(np.exp(log_w - top[:, :, None, :]).sum(axis=2))
+            # Each cell's score at every exponent (candidates x exponents x cells).
+            per_cell = (
+                self._cell_constant[None, None, :]
+                - B_GRID[None, :, None] * (self._failures[None] * log_n).sum(axis=1)[:, None, :]
+                - normaliser * self._total_failures[None, None, :]
+            )
+            # Cells learn at paces of their own around the pool's (as the curve fits read
+            # them): each cell's exponent is integrated out under its prior around the
+            # pool's, the spread averaged over its candidates; the pool's exponent is the
+            # best.
+            shift = per_cell.max(axis=1)  # candidates x cells
+            marginal = np.matmul(
+                _KERNELS.reshape(-1, B_GRID.size)[None], np.exp(per_cell - shift[:, None, :])
+            ).reshape(chunk.shape[0], *_KERNELS.shape[:2], -1)  # cand. x spreads x pool x cells
+            # A pool exponent under which some cell's outcomes are out of reach (its
+            # marginal underflows at every spread) scores -inf: ruled out, quietly.
+            with np.errstate(divide="ignore"):
+                totals = np.log(marginal).sum(axis=3)  # candidates x spreads x pool
+                peak = totals.max(axis=(1, 2))
+                averaged = peak[:, None] + np.log(np.exp(totals - peak[:, None, None]).mean(axis=1))
+            out[lo : lo + step] = averaged.max(axis=1) + shift.sum(axis=1)
+        return out
 
     def along(self, strength: FloatArray, dimension: int) -> FloatArray:
-        """The score at every grid strength of one dimension, the others as given."""
-        out = np.empty(STRENGTH_GRID.size)
+        """The score at every grid strength of one dimension, the others as given.
+
+        What transfers is linear in each strength (a pair of cells differs in a dimension
+        or not, so its entry has that strength as a factor once or not at all), so it is
+        formed at 0 and 1 and read in between for every point of the grid.
+        """
+        if self._receivers.size == 0:
+            return np.zeros(STRENGTH_GRID.size)
         trial = strength.copy()
-        for k, value in enumerate(STRENGTH_GRID):
-            trial[dimension] = value
-            out[k] = self(trial)
-        return out
+        trial[dimension] = 0.0
+        none = self._transferred(trial)
+        trial[dimension] = 1.0
+        full = self._transferred(trial)
+        return self._of_many(none[None] + STRENGTH_GRID[:, None, None] * (full - none)[None])
 
 
 def _marginals(score: _Score, log_prior: FloatArray, start: FloatArray) -> FloatArray:
