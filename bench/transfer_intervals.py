@@ -15,8 +15,11 @@ app calls it (intervals from each strength's marginal posterior, the others inte
 by Gibbs sampling on the grid). The baseline is the interval the estimate reported before
 2026-12-06: each strength's profile posterior, the other strengths at their most probable
 (one pass of one-dimension-at-a-time ascent) for each of its values, from the same score,
-prior and starting point. Prints, per way, how many of the true strengths fell inside the
-interval (of 7 per world), the mean width in grid steps, and the seconds.
+prior and starting point, and as the strength acted on its posterior mean with the others
+at their most probable (what ``estimate_transfer(..., intervals=False)`` still gives, and
+what the estimate acted on before the marginal mean). Prints, per way, how many of the true
+strengths fell inside the interval (of 7 per world), the mean width in grid steps, the mean
+distance of the strength acted on from the truth, and the seconds.
 """
 
 from __future__ import annotations
@@ -93,21 +96,25 @@ def profile_intervals(
     return low, high
 
 
-def run(w: int) -> dict[str, tuple[int, float, float]]:
-    """Per way: true strengths inside, summed width in grid steps, seconds."""
+def run(w: int) -> dict[str, tuple[int, float, float, float]]:
+    """Per way: true strengths inside, summed width in grid steps, summed distance of the
+    strength acted on from the truth, seconds."""
     structure, counts, trials, successes = world(FIRST_SEED + w)
-    out: dict[str, tuple[int, float, float]] = {}
+    out: dict[str, tuple[int, float, float, float]] = {}
     for name in ("profile (before)", "marginal (now)"):
         started = time.perf_counter()
         if name.startswith("profile"):
             low, high = profile_intervals(structure, counts, trials, successes)
+            quick = tr.estimate_transfer(structure, counts, trials, successes, intervals=False)
+            strength = quick.strength
         else:
             model = tr.estimate_transfer(structure, counts, trials, successes)
-            low, high = model.low, model.high
+            low, high, strength = model.low, model.high, model.strength
         seconds = time.perf_counter() - started
         inside = int(np.sum((low - 1e-9 <= TRUTH) & (high + 1e-9 >= TRUTH)))
         steps = np.searchsorted(tr.STRENGTH_GRID, high) - np.searchsorted(tr.STRENGTH_GRID, low)
-        out[name] = (inside, float(steps.sum()), seconds)
+        error = float(np.abs(strength - TRUTH).sum())
+        out[name] = (inside, float(steps.sum()), error, seconds)
     return out
 
 
@@ -129,15 +136,19 @@ def main() -> int:
         f"{FIRST_SEED + args.worlds - 1}), 90% intervals, {strengths} true strengths "
         f"({elapsed:.0f} s)"
     )
-    print(f"{'way':<20}{'inside':>12}{'share':>8}{'mean width (steps)':>20}{'s a world':>11}")
+    print(
+        f"{'way':<20}{'inside':>12}{'share':>8}{'mean width (steps)':>20}"
+        f"{'mean |strength - truth|':>25}{'s a world':>11}"
+    )
     seconds = {}
     for name in rows[0]:
         inside = sum(row[name][0] for row in rows)
         width = sum(row[name][1] for row in rows) / strengths
-        seconds[name] = sum(row[name][2] for row in rows) / len(rows)
+        error = sum(row[name][2] for row in rows) / strengths
+        seconds[name] = sum(row[name][3] for row in rows) / len(rows)
         print(
             f"{name:<20}{f'{inside}/{strengths}':>12}{inside / strengths:>8.0%}"
-            f"{width:>20.2f}{seconds[name]:>11.1f}"
+            f"{width:>20.2f}{error:>25.4f}{seconds[name]:>11.1f}"
         )
     before, now = seconds["profile (before)"], seconds["marginal (now)"]
     print(f"time marginal / profile: {now / before:.2f}")
