@@ -515,6 +515,8 @@ B_GRID: FloatArray = np.round(np.arange(0.2, 1.55, 0.05), 2)
 """Learning-curve exponents the strengths are scored under: the pool's (the best one
 counts) and, around it, each cell's own."""
 
+_B_STEP = 0.05  # the spacing of B_GRID, which the score relies on
+
 
 def _exponent_kernels() -> FloatArray:
     """``[k, p, q]``: the prior weight of a cell's exponent ``B_GRID[q]`` when the pool's is
@@ -568,13 +570,9 @@ class _Score:
         self._counts = counts
         self._failures = failures[:, at]
         self._total_failures = self._failures.sum(axis=0)
-        with np.errstate(divide="ignore"):
-            self._log_trials = np.where(
-                seen[:, at], np.log(np.where(seen[:, at], trials[:, at], 1)), -np.inf
-            )
-        self._cell_constant = np.sum(
-            self._failures * np.where(seen[:, at], self._log_trials, 0.0), axis=0
-        )
+        log_trials = np.log(np.where(seen[:, at], trials[:, at], 1.0))
+        self._cell_constant = np.sum(self._failures * log_trials, axis=0)
+        self._trials = np.where(seen[:, at], trials[:, at], 0.0)
         self._structure = structure
         # The receivers' rows of the matrix for the few cells of a simulated campaign
         # (fastest there); group sums for a gap report's thousands, whose matrix would not
@@ -617,13 +615,16 @@ class _Score:
             chunk = transferred[lo : lo + step]
             log_n = np.log1p(self._counts[None, :, at] + chunk)  # candidates x evals x cells
             # For every b at once: sum of failures * log(w / sum over evaluations of w),
-            # with w = trials * (n_eff + 1) ** -b, in logs.
-            log_w = (
-                self._log_trials[None, None, :, :]
-                - B_GRID[None, :, None, None] * log_n[:, None, :, :]
-            )
-            top = log_w.max(axis=2)  # candidates x b x cells
-            normaliser = top + np.log(np.exp(log_w - top[:, :, None, :]).sum(axis=2))
+            # with w = trials * (n_eff + 1) ** -b. The exponents are evenly spaced, so each
+            # w is the one before times (n_eff + 1) ** -step: one product per exponent, not
+            # an exponential (w never underflows: (n + 1) ** -b is 1e-18 at n = 1e12).
+            w = self._trials[None] * np.exp(-B_GRID[0] * log_n)
+            factor = np.exp(-_B_STEP * log_n)
+            total = np.empty((chunk.shape[0], B_GRID.size, at.size))
+            for k in range(B_GRID.size):
+                total[:, k] = w.sum(axis=1)
+                w *= factor
+            normaliser = np.log(total)  # candidates x b x cells
             # Each cell's score at every exponent (candidates x exponents x cells).
             per_cell = (
                 self._cell_constant[None, None, :]

@@ -18,6 +18,8 @@ from analytics.steering.recommend import (
 )
 from analytics.steering.recommend.rationale import _by_source, _helps
 from analytics.steering.transfer import (
+    _B_STEP,
+    B_GRID,
     STRENGTH_GRID,
     CellStructure,
     TransferModel,
@@ -177,6 +179,26 @@ def test_the_intervals_are_the_marginal_posteriors_the_other_strengths_integrate
                 assert steps <= 1, (seed, d, model.low[d], model.high[d], exact[d])
                 same += steps == 0
     assert same >= 42, same
+
+
+def test_the_score_reads_every_candidate_of_a_dimension_as_scoring_each_alone():
+    # A dimension's candidates are scored together, from what transfers at strengths 0 and
+    # 1 (it is linear in each strength) and with the exponents' weights formed by products
+    # on their even grid: the same scores as each candidate scored alone.
+    assert np.allclose(np.diff(B_GRID), _B_STEP)
+    _, counts, trials, successes = _history(2, [0.2, 0.05, 0.4], rounds=3, trials=60)
+    # Some cells leave a dimension unstated: they differ from every cell there.
+    rng = np.random.default_rng(4)
+    conditions = [{k: v for k, v in c.items() if rng.random() >= 0.2} for c in _conditions()]
+    score = _Score(CellStructure.of(conditions), counts, trials, successes)
+    for strength in ([0.0, 0.0, 0.0], [0.1, 0.0, 0.65], [0.3, 0.05, 0.02]):
+        for d in range(3):
+            alone = []
+            for value in STRENGTH_GRID:
+                trial = np.array(strength)
+                trial[d] = value
+                alone.append(score(trial))
+            assert np.allclose(score.along(np.array(strength), d), alone, rtol=0, atol=1e-9)
 
 
 def test_each_strength_acted_on_is_the_mean_of_its_marginal_posterior():
