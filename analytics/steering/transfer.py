@@ -468,7 +468,7 @@ def estimate_transfer(
     first; ``eval_train_count`` the own training counts of each evaluated policy). With
     fewer than two evaluations there is no history: no transfer. Each strength is the mean
     of its marginal posterior, and its interval that posterior's; ``intervals=False`` (for
-    campaigns of thousands of cells, where the marginals cost some sixty times the rest)
+    campaigns of thousands of cells, where the marginals cost some fifty times the rest)
     skips both: each strength is then its posterior mean with the others at their most
     probable, and its interval NaN.
     """

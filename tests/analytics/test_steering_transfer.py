@@ -181,10 +181,19 @@ def test_the_intervals_are_the_marginal_posteriors_the_other_strengths_integrate
     assert same >= 42, same
 
 
-def test_the_score_reads_every_candidate_of_a_dimension_as_scoring_each_alone():
+@pytest.mark.parametrize("way", ["matrix", "grid", "groups"])
+def test_the_score_reads_every_candidate_of_a_dimension_as_scoring_each_alone(way, monkeypatch):
     # A dimension's candidates are scored together, from what transfers at strengths 0 and
     # 1 (it is linear in each strength) and with the exponents' weights formed by products
-    # on their even grid: the same scores as each candidate scored alone.
+    # on their even grid: the same scores as each candidate scored alone, whichever way
+    # what transfers is summed (the matrix of a few cells, the grid of value combinations,
+    # groups of cells).
+    from analytics.steering import transfer as module
+
+    if way != "matrix":
+        monkeypatch.setattr(module, "_DENSE_CELLS", 0)
+    if way == "groups":
+        monkeypatch.setattr(module, "_GRID_POINTS", 0)
     assert np.allclose(np.diff(B_GRID), _B_STEP)
     _, counts, trials, successes = _history(2, [0.2, 0.05, 0.4], rounds=3, trials=60)
     # Some cells leave a dimension unstated: they differ from every cell there.

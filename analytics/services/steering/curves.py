@@ -150,7 +150,7 @@ def _inputs_fingerprint(
 
 REFIT_INTERVAL_CELLS = 2000
 """Up to this many cells the refit gives each transfer strength its marginal posterior: its
-interval and, as the strength acted on, its mean (the marginals cost about sixty times the
+interval and, as the strength acted on, its mean (the marginals cost about fifty times the
 rest of the estimate; beyond this the strengths are their posterior means with the others at
 their most probable, without intervals)."""
 
