@@ -105,12 +105,13 @@ def run(w: int) -> dict[str, tuple[int, float, float, float]]:
         started = time.perf_counter()
         if name.startswith("profile"):
             low, high = profile_intervals(structure, counts, trials, successes)
-            quick = tr.estimate_transfer(structure, counts, trials, successes, intervals=False)
-            strength = quick.strength
         else:
             model = tr.estimate_transfer(structure, counts, trials, successes)
             low, high, strength = model.low, model.high, model.strength
         seconds = time.perf_counter() - started
+        if name.startswith("profile"):  # the strength acted on before, timed with neither
+            quick = tr.estimate_transfer(structure, counts, trials, successes, intervals=False)
+            strength = quick.strength
         inside = int(np.sum((low - 1e-9 <= TRUTH) & (high + 1e-9 >= TRUTH)))
         steps = np.searchsorted(tr.STRENGTH_GRID, high) - np.searchsorted(tr.STRENGTH_GRID, low)
         error = float(np.abs(strength - TRUTH).sum())

@@ -49,8 +49,8 @@ MAX_REFINE = 8
 class _Read:
     """The cells read around one pooled curve: their posteriors, the spread, each
     cell's posterior-mean ``log m`` and exponent offset, the rows' log marginal
-    likelihood (per-cell exponents only; 0 otherwise) and the conditions' prior means
-    for the next read."""
+    likelihood plus the log priors of the pooled exponent and floor, and the conditions'
+    prior means for the next read."""
 
     posterior: FloatArray
     tau: float

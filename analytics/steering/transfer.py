@@ -342,13 +342,18 @@ def transfer_matrix(structure: CellStructure, strength: npt.ArrayLike) -> FloatA
     return _matrix(structure.differ().reshape(size * size, -1).astype(np.float64), s, size)
 
 
-def _matrix(differ: FloatArray, strength: FloatArray, size: int) -> FloatArray:
+def _matrix(
+    differ: FloatArray, strength: FloatArray, size: int, rows: IntArray | None = None
+) -> FloatArray:
     """The transfer matrix from ``differ`` (cell pairs x dimensions, 1 where they differ):
-    the product of the strengths where a pair differs, 0 where one of those is 0."""
+    the product of the strengths where a pair differs, 0 where one of those is 0, and 0
+    from a cell to itself. ``rows``: only those cells' rows (``differ`` then holds their
+    pairs with every cell, as :meth:`CellStructure.differ` gives them)."""
+    at = np.arange(size) if rows is None else rows
     matrix = np.exp(differ @ np.log(np.where(strength > 0, strength, 1.0)))
     matrix[differ @ (strength <= 0).astype(np.float64) > 0] = 0.0
-    matrix = matrix.reshape(size, size)
-    np.fill_diagonal(matrix, 0.0)
+    matrix = matrix.reshape(at.size, size)
+    matrix[np.arange(at.size), at] = 0.0
     return matrix
 
 
@@ -589,11 +594,7 @@ class _Score:
         at = self._receivers
         if self._differ is None:
             return np.asarray(_spread(self._structure, strength, self._counts)[:, at])
-        matrix = np.exp(self._differ @ np.log(np.where(strength > 0, strength, 1.0)))
-        matrix[self._differ @ (strength <= 0).astype(np.float64) > 0] = 0.0
-        matrix = matrix.reshape(at.size, self._size)
-        matrix[np.arange(at.size), at] = 0.0  # no cell transfers to itself
-        return np.asarray(self._counts @ matrix.T)
+        return np.asarray(self._counts @ _matrix(self._differ, strength, self._size, at).T)
 
     def __call__(self, strength: FloatArray) -> float:
         if self._receivers.size == 0:
