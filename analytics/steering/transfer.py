@@ -533,6 +533,7 @@ def _exponent_kernels() -> FloatArray:
 
 
 _KERNELS = _exponent_kernels()
+_KERNEL_ROWS = np.ascontiguousarray(_KERNELS.reshape(-1, B_GRID.size))  # (spread, pool) x b
 
 _SCORE_BLOCK = 2_000_000
 """The most points of spreads x pool exponents x cells a score holds at once (16 MB): the
@@ -573,6 +574,7 @@ class _Score:
         self._receivers = np.flatnonzero((failures.sum(axis=0) > 0) & (seen.sum(axis=0) > 1))
         at = self._receivers
         self._counts = counts
+        self._own = counts[:, at]
         self._failures = failures[:, at]
         self._total_failures = self._failures.sum(axis=0)
         log_trials = np.log(np.where(seen[:, at], trials[:, at], 1.0))
@@ -614,36 +616,42 @@ class _Score:
         out = np.empty(transferred.shape[0])
         for lo in range(0, transferred.shape[0], step):
             chunk = transferred[lo : lo + step]
-            log_n = np.log1p(self._counts[None, :, at] + chunk)  # candidates x evals x cells
+            m = chunk.shape[0]
+            # Evaluations first, exponents first below: every sum and product runs over
+            # whole contiguous slices, and the kernels below are one matrix product.
+            log_n = np.add(self._own[:, None, :], chunk.transpose(1, 0, 2), order="C")
+            np.log1p(log_n, out=log_n)  # evaluations x candidates x cells
             # For every b at once: sum of failures * log(w / sum over evaluations of w),
             # with w = trials * (n_eff + 1) ** -b. The exponents are evenly spaced, so each
             # w is the one before times (n_eff + 1) ** -step: one product per exponent, not
             # an exponential (w never underflows: (n + 1) ** -b is 1e-18 at n = 1e12).
-            w = self._trials[None] * np.exp(-B_GRID[0] * log_n)
+            w = self._trials[:, None, :] * np.exp(-B_GRID[0] * log_n)
             factor = np.exp(-_B_STEP * log_n)
-            total = np.empty((chunk.shape[0], B_GRID.size, at.size))
+            total = np.empty((B_GRID.size, m, at.size))
             for k in range(B_GRID.size):
-                total[:, k] = w.sum(axis=1)
+                np.add.reduce(w, axis=0, out=total[k])
                 w *= factor
-            normaliser = np.log(total)  # candidates x b x cells
-            # Each cell's score at every exponent (candidates x exponents x cells).
-            per_cell = (
-                self._cell_constant[None, None, :]
-                - B_GRID[None, :, None] * (self._failures[None] * log_n).sum(axis=1)[:, None, :]
-                - normaliser * self._total_failures[None, None, :]
-            )
+            # Each cell's score at every exponent (exponents x candidates x cells).
+            per_cell = np.log(total)
+            per_cell *= -self._total_failures
+            per_cell += self._cell_constant
+            slope = (log_n * self._failures[:, None, :]).sum(axis=0)  # cand x cells
+            per_cell -= B_GRID[:, None, None] * slope[None]
             # Cells learn at paces of their own around the pool's (as the curve fits read
             # them): each cell's exponent is integrated out under its prior around the
             # pool's, the spread averaged over its candidates; the pool's exponent is the
             # best.
-            shift = per_cell.max(axis=1)  # candidates x cells
-            marginal = np.matmul(
-                _KERNELS.reshape(-1, B_GRID.size)[None], np.exp(per_cell - shift[:, None, :])
-            ).reshape(chunk.shape[0], *_KERNELS.shape[:2], -1)  # cand. x spreads x pool x cells
+            shift = per_cell.max(axis=0)  # candidates x cells
+            per_cell -= shift
+            np.exp(per_cell, out=per_cell)
+            marginal = (_KERNEL_ROWS @ per_cell.reshape(B_GRID.size, -1)).reshape(
+                *_KERNELS.shape[:2], m, at.size
+            )  # spreads x pool x candidates x cells
             # A pool exponent under which some cell's outcomes are out of reach (its
             # marginal underflows at every spread) scores -inf: ruled out, quietly.
             with np.errstate(divide="ignore"):
-                totals = np.log(marginal).sum(axis=3)  # candidates x spreads x pool
+                np.log(marginal, out=marginal)
+                totals = marginal.sum(axis=3).transpose(2, 0, 1)  # candidates x spreads x pool
                 peak = totals.max(axis=(1, 2))
                 averaged = peak[:, None] + np.log(np.exp(totals - peak[:, None, None]).mean(axis=1))
             out[lo : lo + step] = averaged.max(axis=1) + shift.sum(axis=1)
