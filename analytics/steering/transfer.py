@@ -26,8 +26,9 @@ integrated out (below): the evidence stays thin for many rounds, and the mode, w
 prior pins to "none" until the evidence is overwhelming, would value a cell with few
 episodes of its own as if its neighbours had taught it nothing; the mean with the other
 strengths held at their most probable lets one dimension take up what thin evidence says
-of several, and is used only where the marginals would cost too much (thousands of cells,
-``intervals=False``). The prior puts 70% of its mass on no transfer and spreads the rest
+of several (it is what ``intervals=False`` gives, some ten to forty times cheaper: the
+baseline of ``bench/transfer_scale.py``, not what the app or the recommender acts on). The
+prior puts 70% of its mass on no transfer and spreads the rest
 log-uniformly over the grid, preferring no scale of transfer (spread evenly over the grid's
 points, which crowd at the top, it put twice as much on 40-80% as on 2-5%, and a few dozen
 failures that could not tell 10% from 80% read as 30%): with no history the strengths are
@@ -472,10 +473,9 @@ def estimate_transfer(
     """Learn the strengths from the evaluations so far (one row per evaluation, oldest
     first; ``eval_train_count`` the own training counts of each evaluated policy). With
     fewer than two evaluations there is no history: no transfer. Each strength is the mean
-    of its marginal posterior, and its interval that posterior's; ``intervals=False`` (for
-    campaigns of thousands of cells, where the marginals cost some fifty times the rest)
-    skips both: each strength is then its posterior mean with the others at their most
-    probable, and its interval NaN.
+    of its marginal posterior, and its interval that posterior's; ``intervals=False`` skips
+    both (some ten to forty times cheaper; for comparison in the benches): each strength is
+    then its posterior mean with the others at their most probable, and its interval NaN.
     """
     counts = np.atleast_2d(np.asarray(eval_train_count, dtype=np.float64))
     trials = np.atleast_2d(np.asarray(eval_trials, dtype=np.float64))

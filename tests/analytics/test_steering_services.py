@@ -167,6 +167,26 @@ def test_a_refit_on_evidence_the_latest_refit_read_stores_nothing_and_says_so(
     assert third.evidence["failures"] > second.evidence["failures"]
 
 
+def test_a_refit_made_by_an_earlier_model_is_made_again_on_the_same_evidence(
+    world_a, monkeypatch, django_capture_on_commit_callbacks
+):
+    from analytics.services.steering import curves, curves_refit
+
+    # A refit stored before the refit's model last changed, on exactly this evidence ...
+    monkeypatch.setattr(curves, "REFIT_INPUTS_VERSION", "earlier")
+    with django_capture_on_commit_callbacks(execute=True):
+        _import_dim_and_bright(world_a, "model")
+    earlier = CurveFitRecord.objects.get(campaign=world_a.campaign)
+    assert curves_refit(campaign=world_a.campaign) == earlier
+    # ... is not taken as current by today's model: it refits, and says what it read.
+    monkeypatch.undo()
+    now = curves_refit(campaign=world_a.campaign)
+    assert now.pk != earlier.pk
+    assert now.evidence["inputs"] != earlier.evidence["inputs"]
+    assert now.evidence["failures"] == earlier.evidence["failures"]
+    assert curves_refit(campaign=world_a.campaign) == now
+
+
 def test_an_import_that_does_not_commit_refits_nothing(world_a):
     from accounts.models import Job
 

@@ -531,9 +531,10 @@ def test_without_transfer_the_greedy_plan_is_close_to_the_exact_one(seed, budget
 
 
 def test_without_intervals_the_estimate_says_no_interval():
-    # Without its intervals (campaigns of thousands of cells) each strength is its posterior
-    # mean with the others at their most probable, and no interval is claimed; a stored
-    # model without intervals reads back the same way.
+    # Without its intervals (the benches' baseline) each strength is its posterior mean with
+    # the others at their most probable, and no interval is claimed; a stored model without
+    # intervals (a refit of more than 2,000 cells made before they were always formed) reads
+    # back the same way.
     structure, counts, trials, successes = _history(6, [0.4, 0.0, 0.3])
 
     full = estimate_transfer(structure, counts, trials, successes)

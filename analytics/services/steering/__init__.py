@@ -6,7 +6,6 @@ All aggregation is SQL GROUP BY; the numbers come from :mod:`analytics.steering`
 """
 
 from analytics.services.steering.curves import (
-    REFIT_INTERVAL_CELLS,
     curves_refit,
     curves_refit_for_run,
     policy_datasets,
@@ -23,7 +22,6 @@ from analytics.services.steering.recommendation import (
 )
 
 __all__ = [
-    "REFIT_INTERVAL_CELLS",
     "ImpactUnavailable",
     "curves_refit",
     "curves_refit_for_run",

@@ -126,9 +126,11 @@ def _outcomes(
     return out
 
 
-REFIT_INPUTS_VERSION = "1"
+REFIT_INPUTS_VERSION = "2"
 """Part of every refit's inputs fingerprint: raise it when the refit's model changes, so a
-refit on unchanged evidence is made again rather than taken as current."""
+refit on unchanged evidence is made again rather than taken as current. 2: each transfer
+strength is the mean of its marginal posterior, with an interval, at every size (before, the
+mean with the others at their most probable, and above 2,000 cells without an interval)."""
 
 
 def _inputs_fingerprint(
@@ -146,13 +148,6 @@ def _inputs_fingerprint(
         digest.update(repr(array.shape).encode())
         digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
     return digest.hexdigest()
-
-
-REFIT_INTERVAL_CELLS = 2000
-"""Up to this many cells the refit gives each transfer strength its marginal posterior: its
-interval and, as the strength acted on, its mean (the marginals cost about fifty times the
-rest of the estimate; beyond this the strengths are their posterior means with the others at
-their most probable, without intervals)."""
 
 
 def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
@@ -216,15 +211,7 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
     # effective training it gives, here and wherever this refit is used.
     structure = space.structure(keys) if keys else None
     transfer = (
-        estimate_transfer(
-            structure,
-            counts,
-            trials,
-            successes,
-            intervals=len(keys) <= REFIT_INTERVAL_CELLS,
-        )
-        if structure is not None
-        else None
+        estimate_transfer(structure, counts, trials, successes) if structure is not None else None
     )
     if transfer is not None and transfer.transfers:
         counts, n_now = transfer.effective(counts), transfer.effective(n_now)
@@ -283,8 +270,8 @@ def curves_refit_for_run(*, run_id: int) -> list[CurveFitRecord]:
 
 REFIT_LEASE_SECONDS = 900.0
 """How long a refit may run without a heartbeat before the reaper runs it again: a campaign
-of 20,000 cells takes tens of seconds (``bench/history_refit.py``), its transfer intervals
-more."""
+of 20,000 cells takes tens of seconds (``bench/history_refit.py``), its transfer's marginals
+as much again (``bench/transfer_scale.py``)."""
 
 
 def curves_refit_request(*, run: EvaluationRun, actor: Any = None) -> Job:
