@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -469,6 +469,7 @@ def estimate_transfer(
     eval_successes: npt.ArrayLike,
     *,
     intervals: bool = True,
+    on_sweep: Callable[[int, int], None] | None = None,
 ) -> TransferModel:
     """Learn the strengths from the evaluations so far (one row per evaluation, oldest
     first; ``eval_train_count`` the own training counts of each evaluated policy). With
@@ -476,6 +477,8 @@ def estimate_transfer(
     of its marginal posterior, and its interval that posterior's; ``intervals=False`` skips
     both (some ten to forty times cheaper; for comparison in the benches): each strength is
     then its posterior mean with the others at their most probable, and its interval NaN.
+    ``on_sweep(done, total)`` is told after every sweep of the sampler (the long part, for
+    a job's progress).
     """
     counts = np.atleast_2d(np.asarray(eval_train_count, dtype=np.float64))
     trials = np.atleast_2d(np.asarray(eval_trials, dtype=np.float64))
@@ -501,7 +504,7 @@ def estimate_transfer(
     # dimensions passes 5%: 1%, 1%, 1% and 43% that way; 1%, 1%, 7% and 33% marginally).
     low, high = np.full(dims, np.nan), np.full(dims, np.nan)
     if intervals:
-        marginals = _marginals(score, log_prior, peak)
+        marginals = _marginals(score, log_prior, peak, on_sweep)
         strength = np.asarray(marginals @ STRENGTH_GRID, dtype=np.float64)
         for d, marginal in enumerate(marginals):
             low[d], high[d] = _interval(marginal)
@@ -674,11 +677,16 @@ class _Score:
         return self._of_many(none[None] + STRENGTH_GRID[:, None, None] * (full - none)[None])
 
 
-def _marginals(score: _Score, log_prior: FloatArray, start: FloatArray) -> FloatArray:
+def _marginals(
+    score: _Score,
+    log_prior: FloatArray,
+    start: FloatArray,
+    on_sweep: Callable[[int, int], None] | None = None,
+) -> FloatArray:
     """Each strength's marginal posterior on the grid (dimensions x grid), by Gibbs sampling
     from ``start`` over :data:`GIBBS_SWEEPS` sweeps, Rao-Blackwellised: the average over the
     sweeps of each strength's full conditional given the others as drawn. Seeded, so the
-    same evidence gives the same intervals."""
+    same evidence gives the same intervals. ``on_sweep(done, total)`` after every sweep."""
     rng = np.random.default_rng(0)
     current = start.copy()
     total = np.zeros((start.size, STRENGTH_GRID.size))
@@ -688,7 +696,7 @@ def _marginals(score: _Score, log_prior: FloatArray, start: FloatArray) -> Float
     # score along a dimension 2,250 times this way, the ascents' included, not 4,712;
     # diffuse posteriors over thousands of cells revisit fewer states).
     seen: dict[tuple[int, tuple[float, ...]], FloatArray] = {}
-    for _ in range(GIBBS_SWEEPS):
+    for sweep in range(GIBBS_SWEEPS):
         for d in range(start.size):
             key = (d, tuple(np.delete(current, d).tolist()))
             weights = seen.get(key)
@@ -699,6 +707,8 @@ def _marginals(score: _Score, log_prior: FloatArray, start: FloatArray) -> Float
                 seen[key] = weights
             total[d] += weights
             current[d] = STRENGTH_GRID[int(rng.choice(STRENGTH_GRID.size, p=weights))]
+        if on_sweep is not None:
+            on_sweep(sweep + 1, GIBBS_SWEEPS)
     return total / GIBBS_SWEEPS
 
 

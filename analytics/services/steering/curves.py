@@ -6,6 +6,7 @@ evaluation history, and the training counts they are read at (part of
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -24,7 +25,7 @@ from analytics.models import (
 )
 from analytics.selectors import gap_report_latest
 from analytics.services.gap_inputs import UNKNOWN, DimensionSpace
-from analytics.steering.transfer import estimate_transfer
+from analytics.steering.transfer import GIBBS_SWEEPS, estimate_transfer
 from campaigns.models import Campaign
 
 Key = tuple[int, ...]
@@ -150,13 +151,23 @@ def _inputs_fingerprint(
     return digest.hexdigest()
 
 
-def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
+REFIT_STEPS = GIBBS_SWEEPS + 1
+"""A refit's steps for its job's progress: the sweeps of the transfer's sampler (the long
+part on thousands of cells), then the curve fit."""
+
+Progress = Callable[[int, int, str], None]
+"""Told ``(done, total, message)`` as a refit goes (see :data:`REFIT_STEPS`)."""
+
+
+def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> CurveFitRecord:
     """Refit the campaign's learning curves from its whole evaluation history and store them.
 
     A refit reads only stored evidence, and the same evidence gives the same refit: when the
     latest refit over the same cells read exactly what this one would (its inputs
     fingerprint), it is returned as it is and nothing is stored. So the refits two imports
     in a row queue, or one run after a manager already refitted, cost a read, not a fit.
+    ``progress`` is told each sweep of the transfer's sampler and the start of the curve fit,
+    in :data:`REFIT_STEPS`.
     """
     space = _space(campaign)
     deployment_ids = list(campaign.deployments.values_list("pk", flat=True))
@@ -210,9 +221,18 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
     # the same history (none until two evaluations show it); the curves are read at the
     # effective training it gives, here and wherever this refit is used.
     structure = space.structure(keys) if keys else None
+
+    def swept(done: int, total: int) -> None:
+        if progress is not None:
+            progress(done, REFIT_STEPS, f"transfer between cells, sweep {done} of {total}")
+
     transfer = (
-        estimate_transfer(structure, counts, trials, successes) if structure is not None else None
+        estimate_transfer(structure, counts, trials, successes, on_sweep=swept)
+        if structure is not None
+        else None
     )
+    if progress is not None:
+        progress(GIBBS_SWEEPS, REFIT_STEPS, "learning curves")
     if transfer is not None and transfer.transfers:
         counts, n_now = transfer.effective(counts), transfer.effective(n_now)
     # The refit steering measures in bench/steering.py and the recommender runs: with
@@ -255,8 +275,10 @@ def curves_refit(*, campaign: Campaign) -> CurveFitRecord:
     )
 
 
-def curves_refit_for_run(*, run_id: int) -> list[CurveFitRecord]:
-    """Refit every campaign an evaluation run bears on (its deployment's, or its embodiment's)."""
+def curves_refit_for_run(*, run_id: int, progress: Progress | None = None) -> list[CurveFitRecord]:
+    """Refit every campaign an evaluation run bears on (its deployment's, or its embodiment's);
+    ``progress`` is told, campaign after campaign, how far the refits are, in
+    :data:`REFIT_STEPS` each."""
     run = EvaluationRun.objects.select_related("policy_version").filter(pk=run_id).first()
     if run is None:
         return []
@@ -265,7 +287,22 @@ def curves_refit_for_run(*, run_id: int) -> list[CurveFitRecord]:
     )
     if run.deployment_id:
         campaigns = campaigns.filter(deployments=run.deployment_id)
-    return [curves_refit(campaign=c) for c in campaigns.distinct()]
+    chosen = list(campaigns.distinct())
+    total = len(chosen) * REFIT_STEPS
+
+    def within(report: Progress, before: int, campaign: Campaign) -> Progress:
+        def told(done: int, _steps: int, message: str) -> None:
+            report(before + done, total, f"{campaign.name}: refitting, {message}")
+
+        return told
+
+    return [
+        curves_refit(
+            campaign=c,
+            progress=None if progress is None else within(progress, i * REFIT_STEPS, c),
+        )
+        for i, c in enumerate(chosen)
+    ]
 
 
 REFIT_LEASE_SECONDS = 900.0
@@ -298,7 +335,10 @@ def curves_refit_compute(*, job_id: str) -> None:
         )
         ctx.extend_lease(REFIT_LEASE_SECONDS)
         started = timezone.now()
-        records = curves_refit_for_run(run_id=int(ctx.job.task_kwargs["run_id"]))
+        records = curves_refit_for_run(
+            run_id=int(ctx.job.task_kwargs["run_id"]),
+            progress=lambda done, total, message: ctx.progress(done, total, message),
+        )
         said = [
             f"{r.campaign.name}: "
             + (
@@ -309,7 +349,10 @@ def curves_refit_compute(*, job_id: str) -> None:
             )
             for r in records
         ]
-        ctx.progress(1, 1, "; ".join(said) or "No campaign reads this evaluation.", force=True)
+        steps = max(len(records) * REFIT_STEPS, 1)
+        ctx.progress(
+            steps, steps, "; ".join(said) or "No campaign reads this evaluation.", force=True
+        )
 
 
 def refit_history(
