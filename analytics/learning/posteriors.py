@@ -39,8 +39,13 @@ def _row_log_likelihood(curve: LearningCurve, rows: EvaluationRows, grid: FloatA
     level = level_from_amplitude(curve.a, rows.train_count, curve.b)
     rate = curve.f_inf + level[:, None] * np.exp(grid)[None, :]
     rate = np.clip(rate, _RATE_EPS, 1.0 - _RATE_EPS)
-    failures = (rows.trials - rows.successes)[:, None]
-    return failures * np.log(rate) + rows.successes[:, None] * np.log1p(-rate)
+    out = rows.successes[:, None] * np.log1p(-rate)
+    # A row without failures adds nothing for them, so only the others take the log (a
+    # reliable policy's evaluation has many such rows; the sums are the same to the last bit).
+    failures = rows.trials - rows.successes
+    some = np.flatnonzero(failures != 0)
+    out[some] += failures[some, None] * np.log(rate[some])
+    return out
 
 
 def _cell_posteriors(
