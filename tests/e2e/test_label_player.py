@@ -104,7 +104,7 @@ def test_two_cameras_play_in_sync_under_one_scrubber_with_traces_and_keys(
     settings.MEDIA_ROOT = tmp_path / "media"
     world = build_world("qzplayer")
     dataset, episodes = captured_dataset(world, 1, intended="dim")
-    record_episode(episodes[0], cameras=("front", "wrist"), seconds=4.0)
+    record_episode(episodes[0], cameras=("front", "wrist"), seconds=8.0)
     job = label_job_create(dataset=dataset, actor=world.manager, overlap_share=0, gold_share=0)
     assignment = label_next(annotator=world.annotator, job=job)
     assert assignment is not None
@@ -126,12 +126,12 @@ def test_two_cameras_play_in_sync_under_one_scrubber_with_traces_and_keys(
     assert_on_frame(page, 0)
 
     # The scrubber: 17/30 s is one where seeking to k/fps would land on frame 16.
-    for frame in (17, 42, 119):
+    for frame in (17, 42, 239):
         page.locator("[data-player-scrubber]").fill(str(frame))
         settled(page, frame)
         assert_on_frame(page, frame)
         wait_cursor(page, frame / FPS)
-    assert page.text_content("[data-player-time]") == "3.967 s · frame 119 / 119"
+    assert page.text_content("[data-player-time]") == "7.967 s · frame 239 / 239"
 
     # → and ← step one frame (and never past the ends).
     page.locator("[data-player-scrubber]").fill("10")
@@ -154,7 +154,8 @@ def test_two_cameras_play_in_sync_under_one_scrubber_with_traces_and_keys(
     # every snapshot's times agree within a frame. What the screens show lags the decoder,
     # and a busy machine (the suite's two workers and Chromium on two cores) has once shown
     # one camera two frames behind for a moment; out of sync, they would stay apart. So most
-    # snapshots show the same instant within a frame, and none is apart by more than three.
+    # snapshots show the same instant within a frame, and none is apart by more than three
+    # (the recording lasts 8 s so that a slow machine is still playing when they are done).
     gaps = []
     for _ in range(5):
         playing = shown(page)
@@ -166,7 +167,7 @@ def test_two_cameras_play_in_sync_under_one_scrubber_with_traces_and_keys(
     page.keyboard.press("p")
     page.wait_for_selector("[data-player][data-playing='0']:not([data-seeking])")
     frame = int(page.get_attribute("[data-player]", "data-frame") or -1)
-    assert 27 <= frame < 119
+    assert 27 <= frame < 239
     stopped = shown(page)
     time.sleep(0.3)
     assert shown(page)[FRONT][0] == stopped[FRONT][0]  # it stopped
