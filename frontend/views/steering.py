@@ -16,6 +16,7 @@ from django.utils.dateparse import parse_datetime
 from django.views import View
 from django.views.generic import TemplateView
 
+from accounts.models import Job
 from analytics import charts
 from analytics.models import CampaignForecast as StoredForecast
 from analytics.models import EvaluationRun, PolicyVersion, RoundImpactReport
@@ -62,9 +63,20 @@ class Evaluations(MemberView, TemplateView):
             .annotate(trials=Sum("results__trials"), successes=Sum("results__successes"))
             .order_by("-evaluated_on", "-pk")[:50]
         )
+        shown = list(runs)
+        # Each run's refit job (queued by its import), latest first: what it did or how far it is.
+        refits: dict[int, Job] = {}
+        for job in Job.objects.filter(
+            organization=self.membership.organization,
+            kind="curves_refit",
+            task_kwargs__run_id__in=[r.pk for r in shown],
+        ).order_by("created_at", "pk"):
+            refits[int(job.task_kwargs["run_id"])] = job
+        for run in shown:
+            run.refit = refits.get(run.pk)  # type: ignore[attr-defined]
         return super().get_context_data(
             policies=policies,
-            runs=runs,
+            runs=shown,
             deployments=Deployment.objects.visible_to(user).order_by("name"),
             embodiments=Embodiment.objects.visible_to(user),
             datasets=Dataset.objects.visible_to(user).order_by("name"),
@@ -146,7 +158,11 @@ class Evaluations(MemberView, TemplateView):
             for problem in exc.problems:
                 messages.error(request, problem)
             return
-        messages.success(request, f"Imported {run.label}: learning curves refitted.")
+        messages.success(
+            request,
+            f"Imported {run.label}: the learning curves and the transfer between cells are "
+            "being refitted (Refit, under Recent evaluations, says how far).",
+        )
 
 
 class RoundImpact(MemberView, TemplateView):

@@ -126,6 +126,36 @@ def test_importing_refits_the_campaign_curves(
     assert other["results"] == []
 
 
+def test_the_evaluations_page_shows_each_runs_refit_and_no_other_organizations(
+    world_a, world_b, client_for, django_capture_on_commit_callbacks
+):
+    from accounts.models import Job
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _import_dim_and_bright(world_a, "shown")
+    job = Job.objects.get(kind="curves_refit", organization=world_a.operator)
+    fit = CurveFitRecord.objects.get(campaign=world_a.campaign)
+
+    def refit_cells(user) -> list[str]:
+        html = client_for(user).get("/planner/evaluations/").content.decode()
+        return [c.split("</td>")[0] for c in html.split("<td")[1:] if "data-refit" in c[:40]]
+
+    said = f"{world_a.campaign.name}: refitted on {len(fit.posteriors)} cells"
+    assert [c for c in refit_cells(world_a.manager) if said in c] != []
+    assert all("succeeded" in c for c in refit_cells(world_a.manager) if said in c)
+    # A refit still running shows how far it is.
+    Job.objects.filter(pk=job.pk).update(
+        status="running", message=f"{world_a.campaign.name}: refitting, learning curves"
+    )
+    running = [c for c in refit_cells(world_a.manager) if "refitting" in c]
+    assert len(running) == 1 and "running</span>" in running[0]
+    # Another organization's manager sees neither the runs nor their refit.
+    assert all(world_a.campaign.name not in c for c in refit_cells(world_b.manager))
+    assert (
+        "refitting" not in client_for(world_b.manager).get("/planner/evaluations/").content.decode()
+    )
+
+
 def test_a_refit_on_evidence_the_latest_refit_read_stores_nothing_and_says_so(
     world_a, django_capture_on_commit_callbacks
 ):
