@@ -107,3 +107,25 @@ def measured(run: Callable[..., Any], *args: Any) -> tuple[Any, float, float]:
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     return result, seconds, peak / 2**20
+
+
+def conditional_reading(structure: Any, counts: Any, trials: Any, successes: Any) -> Any:
+    """The transfer strengths as read before each one was the mean of its marginal posterior:
+    the strengths of highest posterior (one dimension at a time), then each strength's
+    posterior mean with the others held there, without an interval. What the estimate acted
+    on until 2026-12-06 (eighth session) and refits of more than 2,000 cells until the ninth:
+    the baseline of ``transfer_intervals.py`` and ``transfer_scale.py``, from the same score
+    and prior as :func:`analytics.steering.transfer.estimate_transfer`."""
+    import numpy as np
+
+    from analytics.steering import transfer as tr
+
+    score = tr._Score(structure, counts, trials, successes)
+    log_prior = tr._log_prior()
+    peak = tr._ascend(score, log_prior, np.zeros(len(structure.dimensions)))
+    strength = peak.copy()
+    for d in range(peak.size):
+        conditional = log_prior + score.along(peak, d)
+        weights = np.exp(conditional - conditional.max())
+        strength[d] = float(np.dot(weights / weights.sum(), tr.STRENGTH_GRID))
+    return strength

@@ -16,8 +16,8 @@ by Gibbs sampling on the grid). The baseline is the interval the estimate report
 2026-12-06: each strength's profile posterior, the other strengths at their most probable
 (one pass of one-dimension-at-a-time ascent) for each of its values, from the same score,
 prior and starting point, and as the strength acted on its posterior mean with the others
-at their most probable (what ``estimate_transfer(..., intervals=False)`` still gives, and
-what the estimate acted on before the marginal mean). Prints, per way, how many of the true
+at their most probable (``_util.conditional_reading``: what the estimate acted on before the
+marginal mean). Prints, per way, how many of the true
 strengths fell inside the interval (of 7 per world), the mean width in grid steps, the mean
 distance of the strength acted on from the truth, and the seconds.
 """
@@ -38,6 +38,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _util import conditional_reading  # noqa: E402
 
 from analytics.steering import transfer as tr  # noqa: E402
 
@@ -110,8 +112,7 @@ def run(w: int) -> dict[str, tuple[int, float, float, float]]:
             low, high, strength = model.low, model.high, model.strength
         seconds = time.perf_counter() - started
         if name.startswith("profile"):  # the strength acted on before, timed with neither
-            quick = tr.estimate_transfer(structure, counts, trials, successes, intervals=False)
-            strength = quick.strength
+            strength = conditional_reading(structure, counts, trials, successes)
         inside = int(np.sum((low - 1e-9 <= TRUTH) & (high + 1e-9 >= TRUTH)))
         steps = np.searchsorted(tr.STRENGTH_GRID, high) - np.searchsorted(tr.STRENGTH_GRID, low)
         error = float(np.abs(strength - TRUTH).sum())

@@ -8,7 +8,7 @@ The campaign refit after every evaluation import learns the transfer between its
 posterior (the other strengths integrated out by Gibbs sampling on the grid) with a 90%
 interval. Before 2026-12-06 (ninth session) a refit of more than 2,000 cells skipped the
 marginals as too dear and took each strength with the others at their most probable, without
-an interval: that reading (``intervals=False``) is the baseline here, from the same score,
+an interval: that reading (``_util.conditional_reading``) is the baseline here, from the same score,
 prior and evaluations.
 
 Worlds: distinct cells drawn from the combinations of seven condition dimensions (5 x 4 x 4
@@ -36,6 +36,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _util import conditional_reading  # noqa: E402
 
 from analytics.steering import transfer as tr  # noqa: E402
 
@@ -78,7 +80,7 @@ def main() -> int:
             failures = trials - successes
             speaking = int(np.count_nonzero((failures.sum(axis=0) > 0) & ((trials > 0).sum(0) > 1)))
             started = time.perf_counter()
-            quick = tr.estimate_transfer(structure, counts, trials, successes, intervals=False)
+            quick = conditional_reading(structure, counts, trials, successes)
             base_s = time.perf_counter() - started
             weighed = _count_alongs()
             started = time.perf_counter()
@@ -86,7 +88,7 @@ def main() -> int:
             marginal_s = time.perf_counter() - started
             along_calls = _count_alongs() - weighed
             error = float(np.abs(model.strength - TRUTH).mean())
-            base_error = float(np.abs(quick.strength - TRUTH).mean())
+            base_error = float(np.abs(quick - TRUTH).mean())
             print(
                 f"{cells:>7,} {evaluations:>5} {speaking:>8,} {marginal_s:>12.2f} {base_s:>11.2f} "
                 f"{marginal_s / base_s:>6.1f} {along_calls:>6} {error:>6.3f} {base_error:>10.3f}",

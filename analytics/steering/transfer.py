@@ -26,8 +26,8 @@ integrated out (below): the evidence stays thin for many rounds, and the mode, w
 prior pins to "none" until the evidence is overwhelming, would value a cell with few
 episodes of its own as if its neighbours had taught it nothing; the mean with the other
 strengths held at their most probable lets one dimension take up what thin evidence says
-of several (it is what ``intervals=False`` gives, some ten to forty times cheaper: the
-baseline of ``bench/transfer_scale.py``, not what the app or the recommender acts on). The
+of several (it is the benches' baseline, ``bench/_util.py``'s ``conditional_reading``,
+some ten to forty times cheaper, and no longer what anything in the app acts on). The
 prior puts 70% of its mass on no transfer and spreads the rest
 log-uniformly over the grid, preferring no scale of transfer (spread evenly over the grid's
 points, which crowd at the top, it put twice as much on 40-80% as on 2-5%, and a few dozen
@@ -468,16 +468,12 @@ def estimate_transfer(
     eval_trials: npt.ArrayLike,
     eval_successes: npt.ArrayLike,
     *,
-    intervals: bool = True,
     on_sweep: Callable[[int, int], None] | None = None,
 ) -> TransferModel:
     """Learn the strengths from the evaluations so far (one row per evaluation, oldest
     first; ``eval_train_count`` the own training counts of each evaluated policy). With
     fewer than two evaluations there is no history: no transfer. Each strength is the mean
-    of its marginal posterior, and its interval that posterior's; ``intervals=False`` skips
-    both (some ten to forty times cheaper; for comparison in the benches): each strength is
-    then its posterior mean with the others at their most probable, and its interval NaN.
-    ``on_sweep(done, total)`` is told after every sweep of the sampler (the long part, for
+    of its marginal posterior, and its interval that posterior's. ``on_sweep(done, total)`` is told after every sweep of the sampler (the long part, for
     a job's progress).
     """
     counts = np.atleast_2d(np.asarray(eval_train_count, dtype=np.float64))
@@ -502,18 +498,11 @@ def estimate_transfer(
     # each other, and with the others held at their most probable one dimension takes up
     # what thin evidence says of several (in a simulated noisy history where each of four
     # dimensions passes 5%: 1%, 1%, 1% and 43% that way; 1%, 1%, 7% and 33% marginally).
-    low, high = np.full(dims, np.nan), np.full(dims, np.nan)
-    if intervals:
-        marginals = _marginals(score, log_prior, peak, on_sweep)
-        strength = np.asarray(marginals @ STRENGTH_GRID, dtype=np.float64)
-        for d, marginal in enumerate(marginals):
-            low[d], high[d] = _interval(marginal)
-    else:
-        strength = peak.copy()
-        for d in range(dims):
-            conditional = log_prior + score.along(peak, d)
-            weights = np.exp(conditional - conditional.max())
-            strength[d] = float(np.dot(weights / weights.sum(), STRENGTH_GRID))
+    marginals = _marginals(score, log_prior, peak, on_sweep)
+    strength = np.asarray(marginals @ STRENGTH_GRID, dtype=np.float64)
+    low, high = np.empty(dims), np.empty(dims)
+    for d, marginal in enumerate(marginals):
+        low[d], high[d] = _interval(marginal)
     return TransferModel(
         structure=structure, strength=strength, low=low, high=high, evaluations=evaluations
     )

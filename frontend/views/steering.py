@@ -64,7 +64,8 @@ class Evaluations(MemberView, TemplateView):
             .order_by("-evaluated_on", "-pk")[:50]
         )
         shown = list(runs)
-        # Each run's refit job (queued by its import), latest first: what it did or how far it is.
+        # Each run's refit job (queued by its import; the latest where there are several, as
+        # they come in order): what it did or how far it is. One query for the page.
         refits: dict[int, Job] = {}
         for job in Job.objects.filter(
             organization=self.membership.organization,

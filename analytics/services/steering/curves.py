@@ -337,7 +337,7 @@ def curves_refit_compute(*, job_id: str) -> None:
         started = timezone.now()
         records = curves_refit_for_run(
             run_id=int(ctx.job.task_kwargs["run_id"]),
-            progress=lambda done, total, message: ctx.progress(done, total, message),
+            progress=ctx.progress,
         )
         said = [
             f"{r.campaign.name}: "
