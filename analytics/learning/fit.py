@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,12 +48,13 @@ MAX_REFINE = 8
 
 @dataclass(frozen=True)
 class _Read:
-    """The cells read around one pooled curve: their posteriors, the spread, each
-    cell's posterior-mean ``log m`` and exponent offset, the rows' log marginal
-    likelihood plus the log priors of the pooled exponent and floor, and the conditions'
-    prior means for the next read."""
+    """The cells read around one pooled curve: their posteriors at the current counts
+    (formed on demand: only the read a fit keeps needs them), the spread, each cell's
+    posterior-mean ``log m`` and exponent offset, the rows' log marginal likelihood plus the
+    log priors of the pooled exponent and floor, and the conditions' prior means for the
+    next read."""
 
-    posterior: FloatArray
+    posterior: Callable[[], FloatArray]
     tau: float
     log_m: FloatArray
     offset: FloatArray
@@ -186,17 +188,22 @@ def fit_curve_set(
             posterior, spread, log_evidence = _cell_posteriors(curve, rows, n_now, grid, tau)
             log_evidence -= exponent_penalty(curve.b, centre)[0] + curve.f_inf / FLOOR_SCALE
             return _Read(
-                posterior, spread, (posterior * grid).sum(axis=1), np.zeros(size), log_evidence
+                lambda: posterior,
+                spread,
+                (posterior * grid).sum(axis=1),
+                np.zeros(size),
+                log_evidence,
             )
-        posterior, spread, marginal, offset, log_evidence = _cell_posteriors_with_exponents(
+        at_now, spread, marginal, offset, log_evidence = _cell_posteriors_with_exponents(
             curve, rows, n_now, grid, tau, prior_mean
         )
         log_m = (marginal * grid).sum(axis=1)
+        following = prior_mean
         if codes is not None:
             variance = np.maximum((marginal * grid * grid).sum(axis=1) - log_m * log_m, 0.0)
-            prior_mean = _condition_means(codes, log_m, variance, spread)
+            following = _condition_means(codes, log_m, variance, spread)
         log_evidence -= exponent_penalty(curve.b, centre)[0] + curve.f_inf / FLOOR_SCALE
-        return _Read(posterior, spread, log_m, offset, log_evidence, prior_mean)
+        return _Read(at_now, spread, log_m, offset, log_evidence, following)
 
     def offsets_of(now: _Read) -> FloatArray:
         # Each row's multiplier (and exponent offset) held at its cell's posterior mean, so
@@ -252,7 +259,7 @@ def fit_curve_set(
             curve, now = with_floor if evidence >= floor_evidence else without
         else:
             curve, now = refined(curve, now, floor=True)
-    posterior, best_tau, offset = now.posterior, now.tau, now.offset
+    posterior, best_tau, offset = now.posterior(), now.tau, now.offset
     if curve is not fit.curve:
         fit = CurveFit(
             curve=curve,

@@ -5,6 +5,8 @@ exponents of :mod:`analytics.learning`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from scipy import special
 
@@ -147,7 +149,7 @@ def _cell_posteriors_with_exponents(
     grid: FloatArray,
     tau: float | None,
     prior_mean: FloatArray | None = None,
-) -> tuple[FloatArray, float, FloatArray, FloatArray, float]:
+) -> tuple[Callable[[], FloatArray], float, FloatArray, FloatArray, float]:
     """Per-cell exponents: each cell's joint grid posterior of ``(b_c - b, log m_c)``, read
     at the cell's current ``n`` as the shared-exponent multiplier with the same rate there.
 
@@ -162,8 +164,9 @@ def _cell_posteriors_with_exponents(
     of its exponent; one evaluated before and after training arrived learns how fast it
     falls.
 
-    Returns the posterior of ``log m`` under the shared ``b`` at ``n_now`` (a point of the
-    joint grid moves to ``log m_c - (b_c - b) log(n_now + 1)``, split between the two
+    Returns a function giving the posterior of ``log m`` under the shared ``b`` at ``n_now``
+    (formed on its first call where the cells fit in one block, so a fit that reads many
+    pooled curves forms it for the one it keeps; a point of the joint grid moves to ``log m_c - (b_c - b) log(n_now + 1)``, split between the two
     nearest grid points), the posterior-mean ``tau``, each cell's marginal posterior of
     ``log m_c`` (cells x grid), its posterior-mean ``b_c - b``, and the log of the marginal
     likelihood of every row under ``curve``, each cell's state integrated out (up to a
@@ -267,17 +270,16 @@ def _cell_posteriors_with_exponents(
         weights[None, :, :], mass, out=np.zeros_like(mass), where=weights[None, :, :] > 0
     )
 
-    # Read at n_now under the shared b: the multiplier with the same rate there.
-    step = float(grid[1] - grid[0])
-    posterior = np.zeros(size * grid.size)
+    # Each cell's joint posterior, its marginal of log m_c and its mean exponent offset; and
+    # the read at n_now under the shared b, the multiplier with the same rate there. Only the
+    # read a fit keeps needs that, so with one block it is formed on demand from the joint
+    # kept; with several (the joints would not all fit in memory) as each block passes.
     marginal = np.empty((size, grid.size))
     offset_mean = np.empty(size)
-    for lo, hi in bounds:
-        prior_m, _, likelihood = kept if kept is not None else block(lo, hi)
-        by_s = np.einsum("cst,sj->cjt", coefficient[lo:hi], prior_b)
-        mix = np.einsum("cjt,cti->cji", by_s, prior_m)  # cells x offsets x grid
-        joint = likelihood * mix
-        joint /= joint.sum(axis=(1, 2), keepdims=True)
+    step = float(grid[1] - grid[0])
+    posterior = np.zeros(size * grid.size)
+
+    def move(lo: int, hi: int, joint: FloatArray) -> None:
         moved = grid[None, None, :] - offsets[None, :, None] * np.log1p(n_now[lo:hi])[:, None, None]
         position = np.clip((moved - grid[0]) / step, 0.0, grid.size - 1.0)
         low = np.minimum(np.floor(position).astype(np.int64), grid.size - 2)
@@ -287,10 +289,31 @@ def _cell_posteriors_with_exponents(
         mine = posterior[lo * grid.size : hi * grid.size]  # a view: this block's cells
         mine += _sum_by((base + low).ravel(), (joint * (1.0 - upper)).ravel(), span)
         mine += _sum_by((base + low + 1).ravel(), (joint * upper).ravel(), span)
+
+    joint = np.zeros((0, offsets.size, grid.size))
+    for lo, hi in bounds:
+        prior_m, _, likelihood = kept if kept is not None else block(lo, hi)
+        by_s = np.einsum("cst,sj->cjt", coefficient[lo:hi], prior_b)
+        mix = np.einsum("cjt,cti->cji", by_s, prior_m)  # cells x offsets x grid
+        joint = likelihood * mix
+        joint /= joint.sum(axis=(1, 2), keepdims=True)
         marginal[lo:hi] = joint.sum(axis=1)
         offset_mean[lo:hi] = (joint.sum(axis=2) * offsets).sum(axis=1)
+        if kept is None:
+            move(lo, hi, joint)
+    formed = kept is None
+    if formed:
+        joint = joint[:0]  # not kept: the read at n_now is formed already
+
+    def at_now() -> FloatArray:
+        nonlocal formed
+        if not formed:
+            move(0, size, joint)
+            formed = True
+        return posterior.reshape(size, grid.size)
+
     return (
-        posterior.reshape(size, grid.size),
+        at_now,
         float(np.dot(weights.sum(axis=0), spreads)),
         marginal,
         offset_mean,
