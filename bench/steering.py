@@ -24,7 +24,10 @@ under the world's true priors, so its ratio is what learning from these evaluati
 at least. ``--bounds`` adds the :data:`~analytics.steering.simulate.FIRST_ROUND_BOUNDS`:
 steered in the first round (no history yet, where the recommendation is today's by the
 issue's own test), then the informed reference or the oracle — the least a strategy that
-plays today's first round can lose, learning or knowing the truth from the second round on.
+plays today's first round can lose, learning or knowing the truth from the second round on —
+and then the informed reference that learns the transfer between cells as steered does and
+knows the rest (what learning the transfer costs; the rest of steered's excess over it is
+the price of learning everything else).
 Excess failures: the sum over rounds of (true failure mass after the round - floor mass) *
 cycles per day, a round counted as one day of production. No acceptance threshold.
 """
@@ -151,7 +154,8 @@ def oracle_main(args: argparse.Namespace) -> int:
         "excess failures / oracle's: median [10th-90th percentile] over seeds; excess = sum "
         "over rounds of (true failure mass - floor) x cycles per day, a round = one day"
     )
-    header = "".join(f"{name:>22}" for name in names)
+    widths = {name: max(22, len(name) + 2) for name in names}
+    header = "".join(f"{name:>{widths[name]}}" for name in names)
     print(f"{'family':<13}{'oracle excess':>14}{'oracle reliability':>24}{header}")
     for family in WORLDS:
         mine = [row for row in rows if row[0] == family]
@@ -162,7 +166,7 @@ def oracle_main(args: argparse.Namespace) -> int:
         for name in names:
             ratio = np.array([row[1][name] for row in mine]) / oracle
             p10, p50, p90 = np.percentile(ratio, [10, 50, 90])
-            cells += f"{f'{p50:.3f} [{p10:.2f}-{p90:.2f}]':>22}"
+            cells += f"{f'{p50:.3f} [{p10:.2f}-{p90:.2f}]':>{widths[name]}}"
         reliability = f"{first:.4f} -> {last:.4f}"
         print(f"{family:<13}{float(np.median(oracle)):>14,.0f}{reliability:>24}{cells}")
     return 0

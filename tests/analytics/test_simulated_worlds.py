@@ -13,7 +13,9 @@ from analytics.steering.simulate import (
     DIMENSIONS,
     FIRST_ROUND_BOUNDS,
     INFORMED,
+    INFORMED_LEARNING_TRANSFER,
     ORACLE,
+    REFERENCES,
     WORLDS,
     HiddenCurves,
     World,
@@ -21,7 +23,6 @@ from analytics.steering.simulate import (
     _truth_of,
     excess_failures,
     informed_curves,
-    make_informed,
     make_oracle,
     make_world,
     oracle_allocation,
@@ -29,6 +30,7 @@ from analytics.steering.simulate import (
     simulate,
 )
 from analytics.steering.strategies import STRATEGY_NAMES, get_strategy, proportional
+from tests.analytics.steered_worlds import played_by_steered
 
 # --- the benchmark's world is the one it was ---------------------------------------------
 
@@ -511,6 +513,37 @@ def test_the_informed_reference_reads_each_cell_s_rate_from_the_evaluations_not_
     assert later < 0.8 * later_blind
 
 
+def test_the_informed_reference_learning_the_transfer_reads_the_transfer_it_learnt():
+    # Everything but the transfer is the truth's: the transfer is the model it is given, or
+    # none, never the world's; each round it spends on the model the evaluations teach.
+    # In the cost family neighbours share 5% of their episodes.
+    world, observation, learnt = played_by_steered(5, "cost", 3)
+
+    knowing = informed_curves(world, observation)
+    with_learnt = informed_curves(world, observation, learnt=True, transfer=learnt)
+    with_none = informed_curves(world, observation, learnt=True, transfer=None)
+
+    assert np.array_equal(knowing.transfer, _truth_of(world).transfer)
+    assert np.array_equal(with_learnt.transfer, learnt.matrix())
+    assert with_none.transfer is None
+    assert np.array_equal(with_learnt.f_inf, knowing.f_inf)
+    # The posterior reads each cell's rate at the effective training the model gives.
+    now = observation.train_count
+    assert not np.allclose(with_none.rate(now), knowing.rate(now), rtol=1e-3)
+    assert not np.allclose(with_learnt.rate(now), knowing.rate(now), rtol=1e-3)
+
+    spends = REFERENCES[INFORMED_LEARNING_TRANSFER](world)(observation)
+    expected = oracle_allocation(
+        with_learnt,
+        target_share=observation.target_share,
+        train_count=observation.train_count,
+        cost_per_episode=observation.cost_per_episode,
+        budget=observation.budget,
+    )
+    assert spends.tolist() == expected.tolist()
+    assert INFORMED_LEARNING_TRANSFER not in STRATEGY_NAMES
+
+
 def _no_evaluations(world) -> dict[str, np.ndarray]:
     size = len(world.labels)
     return {
@@ -542,7 +575,7 @@ def test_a_first_round_bound_plays_steered_first_then_its_reference(name):
     steered = simulate("steered", seed=seed, rounds=1, config=WORLDS[family])
 
     world = make_world(seed, config=WORLDS[family])
-    reference = (make_oracle if FIRST_ROUND_BOUNDS[name] == ORACLE else make_informed)(world)
+    reference = REFERENCES[FIRST_ROUND_BOUNDS[name]](world)
     world.train(np.asarray(steered.allocations[0]))
     world.evaluate()
     second = reference(world.observe())

@@ -393,19 +393,11 @@ def test_a_refit_on_history_claims_no_floor_that_its_cells_explain():
     cells held where the first pooled fit put them, this passed for a floor of 0.24% (true
     floors are about 0.01%) under an exponent of 1.5, outside every cell's true 0.6-1.0."""
     from analytics.learning import fit_history
-    from analytics.steering.simulate import WORLDS
-    from analytics.steering.simulate.world import _truth_of, make_world
-    from analytics.steering.strategies import learn_transfer, make_steered
+    from analytics.steering.simulate.world import _truth_of
     from analytics.steering.transfer import CellStructure
+    from tests.analytics.steered_worlds import played_by_steered
 
-    world = make_world(500, config=WORLDS["cost"])
-    steered = make_steered(seed=500)
-    for _ in range(2):
-        world.train(steered(world.observe()))
-        world.evaluate()
-    seen = world.observe()
-    transfer = learn_transfer(seen)
-    assert transfer is not None and transfer.transfers
+    world, seen, transfer = played_by_steered(500, "cost", 2)
     effective = transfer.effective(seen.eval_train_count)
 
     curves = fit_history(

@@ -54,13 +54,19 @@ kept in a private attribute of :class:`World` and never passed to a strategy).
 
 from analytics.steering.simulate.campaign import (
     FIRST_ROUND_BOUNDS,
+    REFERENCES,
     CampaignResult,
     excess_failures,
     median_or_none,
     run_campaign,
     simulate,
 )
-from analytics.steering.simulate.informed import INFORMED, informed_curves, make_informed
+from analytics.steering.simulate.informed import (
+    INFORMED,
+    INFORMED_LEARNING_TRANSFER,
+    informed_curves,
+    make_informed,
+)
 from analytics.steering.simulate.oracle import ORACLE, make_oracle, oracle_allocation
 from analytics.steering.simulate.world import (
     DIMENSIONS,
@@ -77,7 +83,9 @@ __all__ = [
     "DIMENSIONS",
     "FIRST_ROUND_BOUNDS",
     "INFORMED",
+    "INFORMED_LEARNING_TRANSFER",
     "ORACLE",
+    "REFERENCES",
     "TRANSFER_MODELS",
     "WORLDS",
     "CampaignResult",

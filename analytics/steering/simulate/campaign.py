@@ -12,7 +12,11 @@ import numpy as np
 
 from analytics.steering.observation import IntArray, Observation, Strategy
 from analytics.steering.recommend import Exploration
-from analytics.steering.simulate.informed import INFORMED, make_informed
+from analytics.steering.simulate.informed import (
+    INFORMED,
+    INFORMED_LEARNING_TRANSFER,
+    make_informed,
+)
 from analytics.steering.simulate.oracle import ORACLE, make_oracle
 from analytics.steering.simulate.world import World, WorldConfig, make_world
 from analytics.steering.strategies import get_strategy
@@ -143,20 +147,24 @@ def excess_failures(result: CampaignResult) -> float:
     return float(np.sum(after - result.cycles_per_day * result.floor_mass))
 
 
-_REFERENCES: dict[str, Callable[[World], Strategy]] = {
+REFERENCES: dict[str, Callable[[World], Strategy]] = {
     ORACLE: make_oracle,
     INFORMED: make_informed,
+    INFORMED_LEARNING_TRANSFER: lambda world: make_informed(world, learns_transfer=True),
 }
 """The strategies that read the world's hidden truth, by name: built from the world itself."""
 
 FIRST_ROUND_BOUNDS: dict[str, str] = {
     "steered-then-oracle": ORACLE,
     "steered-then-informed": INFORMED,
+    "steered-then-informed-learning-transfer": INFORMED_LEARNING_TRANSFER,
 }
 """Bounds on any strategy whose first round is the steered one, by name: steered in the
 first round (no history yet, where a recommendation is today's), then the named reference.
 ``steered-then-informed`` is the least such a strategy that learns from evaluations can
-expect to lose, ``steered-then-oracle`` the least any can."""
+expect to lose, ``steered-then-oracle`` the least any can;
+``steered-then-informed-learning-transfer`` the least one that has to learn the transfer
+can (its first round has one evaluation, which shows no transfer, hence steered's)."""
 
 
 def _first_round_then(reference: Strategy, first: Strategy) -> Strategy:
@@ -189,11 +197,11 @@ def simulate(
     round and then one of those. Raises ValueError for an unknown strategy.
     """
     world = make_world(seed, budget=budget, config=config)
-    reference = _REFERENCES.get(strategy_name)
+    reference = REFERENCES.get(strategy_name)
     strategy: Strategy
     if strategy_name in FIRST_ROUND_BOUNDS:
         strategy = _first_round_then(
-            _REFERENCES[FIRST_ROUND_BOUNDS[strategy_name]](world),
+            REFERENCES[FIRST_ROUND_BOUNDS[strategy_name]](world),
             get_strategy("steered", seed=seed, exploration=exploration),
         )
     elif reference is not None:

@@ -14,17 +14,30 @@ expects: per cell, the power law with the posterior-mean rate and slope at the c
 effective training now. What it loses against the oracle is what the world's evaluations
 cannot tell; a strategy that also has to learn the floors, the transfer and the priors cannot
 expect to lose less.
+
+:data:`INFORMED_LEARNING_TRANSFER` is the same reference with one piece of the truth taken
+away: it learns the transfer between cells from the evaluations, as the steered strategy does
+(:func:`~analytics.steering.strategies.learn_transfer`, each strength the mean of its marginal
+posterior), and knows the rest. Its excess over the informed reference's is what learning the
+transfer costs a strategy that knows everything else; what remains between it and the steered
+strategy is the price of learning the rest (the conditions' difficulty, the spreads, the
+floors, the drift).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
 from analytics.steering.observation import FloatArray, Observation, Strategy
 from analytics.steering.simulate.oracle import spending_on
 from analytics.steering.simulate.world import DIMENSIONS, HiddenCurves, World, _hidden_of
+from analytics.steering.strategies import learn_transfer
+from analytics.steering.transfer import TransferModel
 
 INFORMED = "informed"
+INFORMED_LEARNING_TRANSFER = "informed-learning-transfer"
 
 _SPREAD_POINTS = np.linspace(-4.0, 4.0, 81)
 """The amplitude grid per cell, in prior standard deviations around the cell's prior centre."""
@@ -45,12 +58,22 @@ def _prior_centres(world: World) -> FloatArray:
     return log_centre
 
 
-def informed_curves(world: World, observation: Observation) -> HiddenCurves:
+def informed_curves(
+    world: World,
+    observation: Observation,
+    *,
+    learnt: bool = False,
+    transfer: TransferModel | None = None,
+) -> HiddenCurves:
     """The curves the informed reference spends on: each cell's posterior over its amplitude
     and exponent under the world's true priors, given every evaluation so far, summarised
     as the power law with the posterior-mean rate and slope at its effective training now
-    (floors, transfer and drift as they are)."""
+    (floors, transfer and drift as they are). With ``learnt`` the transfer is ``transfer``, a
+    model learnt from the evaluations (``None``: none), in place of the truth's."""
     truth = _hidden_of(world)
+    if learnt:
+        live = transfer if transfer is not None and transfer.transfers else None
+        truth = dataclasses.replace(truth, transfer=None if live is None else live.matrix())
     cfg = world.config
     low, high = cfg.b_range
     width = (high - low) / _EXPONENT_POINTS
@@ -82,7 +105,15 @@ def informed_curves(world: World, observation: Observation) -> HiddenCurves:
     return HiddenCurves(f_inf=truth.f_inf, a=amplitude, b=exponent, transfer=truth.transfer)
 
 
-def make_informed(world: World, *, chunks: int = 20) -> Strategy:
-    """Return the informed reference for ``world`` (see the module docstring). Only the
-    simulator can build it."""
+def make_informed(world: World, *, chunks: int = 20, learns_transfer: bool = False) -> Strategy:
+    """Return the informed reference for ``world`` (see the module docstring); with
+    ``learns_transfer``, :data:`INFORMED_LEARNING_TRANSFER`, which learns the transfer each
+    round. Only the simulator can build it."""
+    if learns_transfer:
+        return spending_on(
+            lambda observation: informed_curves(
+                world, observation, learnt=True, transfer=learn_transfer(observation)
+            ),
+            chunks=chunks,
+        )
     return spending_on(lambda observation: informed_curves(world, observation), chunks=chunks)
