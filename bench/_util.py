@@ -1,4 +1,5 @@
-"""Helpers the benchmarks share: set up Django and remove a benchmark's organization."""
+"""Helpers the benchmarks share: set up Django, remove a benchmark's organization, time and
+trace a call, and the transfer reading the transfer benches take as their baseline."""
 
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ class _Read:
     log priors of the pooled exponent and floor, and the conditions' prior means for the
     next read."""
 
-    posterior: Callable[[], FloatArray]
+    posterior_now: Callable[[], FloatArray]
     tau: float
     log_m: FloatArray
     offset: FloatArray
@@ -259,7 +259,7 @@ def fit_curve_set(
             curve, now = with_floor if evidence >= floor_evidence else without
         else:
             curve, now = refined(curve, now, floor=True)
-    posterior, best_tau, offset = now.posterior(), now.tau, now.offset
+    posterior, best_tau, offset = now.posterior_now(), now.tau, now.offset
     if curve is not fit.curve:
         fit = CurveFit(
             curve=curve,

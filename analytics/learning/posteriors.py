@@ -290,7 +290,7 @@ def _cell_posteriors_with_exponents(
         mine += _sum_by((base + low).ravel(), (joint * (1.0 - upper)).ravel(), span)
         mine += _sum_by((base + low + 1).ravel(), (joint * upper).ravel(), span)
 
-    joint = np.zeros((0, offsets.size, grid.size))
+    waiting: FloatArray | None = None  # one block's joint, until its read at n_now is asked
     for lo, hi in bounds:
         prior_m, _, likelihood = kept if kept is not None else block(lo, hi)
         by_s = np.einsum("cst,sj->cjt", coefficient[lo:hi], prior_b)
@@ -301,15 +301,14 @@ def _cell_posteriors_with_exponents(
         offset_mean[lo:hi] = (joint.sum(axis=2) * offsets).sum(axis=1)
         if kept is None:
             move(lo, hi, joint)
-    formed = kept is None
-    if formed:
-        joint = joint[:0]  # not kept: the read at n_now is formed already
+        else:
+            waiting = joint
 
     def at_now() -> FloatArray:
-        nonlocal formed
-        if not formed:
-            move(0, size, joint)
-            formed = True
+        nonlocal waiting
+        if waiting is not None:
+            move(0, size, waiting)
+            waiting = None
         return posterior.reshape(size, grid.size)
 
     return (

@@ -473,8 +473,8 @@ def estimate_transfer(
     """Learn the strengths from the evaluations so far (one row per evaluation, oldest
     first; ``eval_train_count`` the own training counts of each evaluated policy). With
     fewer than two evaluations there is no history: no transfer. Each strength is the mean
-    of its marginal posterior, and its interval that posterior's. ``on_sweep(done, total)`` is told after every sweep of the sampler (the long part, for
-    a job's progress).
+    of its marginal posterior, and its interval that posterior's. ``on_sweep(done, total)``
+    is told after every sweep of the sampler (the long part, for a job's progress).
     """
     counts = np.atleast_2d(np.asarray(eval_train_count, dtype=np.float64))
     trials = np.atleast_2d(np.asarray(eval_trials, dtype=np.float64))

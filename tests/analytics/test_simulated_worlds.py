@@ -520,8 +520,8 @@ def test_the_informed_reference_learning_the_transfer_reads_the_transfer_it_lear
     world, observation, learnt = played_by_steered(5, "cost", 3)
 
     knowing = informed_curves(world, observation)
-    with_learnt = informed_curves(world, observation, learnt=True, transfer=learnt)
-    with_none = informed_curves(world, observation, learnt=True, transfer=None)
+    with_learnt = informed_curves(world, observation, transfer=learnt)
+    with_none = informed_curves(world, observation, transfer=None)
 
     assert np.array_equal(knowing.transfer, _truth_of(world).transfer)
     assert np.array_equal(with_learnt.transfer, learnt.matrix())
