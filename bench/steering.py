@@ -27,7 +27,9 @@ issue's own test), then the informed reference or the oracle — the least a str
 plays today's first round can lose, learning or knowing the truth from the second round on —
 and then the informed reference that learns the transfer between cells as steered does and
 knows the rest (what learning the transfer costs; the rest of steered's excess over it is
-the price of learning everything else).
+the price of learning everything else), and the informed reference told nothing of the
+transfer, reading every cell as if it learnt only from its own episodes (the least a
+strategy that takes cells as independent can lose: compare ``steered-no-transfer``).
 Excess failures: the sum over rounds of (true failure mass after the round - floor mass) *
 cycles per day, a round counted as one day of production. No acceptance threshold.
 """

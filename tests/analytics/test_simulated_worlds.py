@@ -14,6 +14,7 @@ from analytics.steering.simulate import (
     FIRST_ROUND_BOUNDS,
     INFORMED,
     INFORMED_LEARNING_TRANSFER,
+    INFORMED_WITHOUT_TRANSFER,
     ORACLE,
     REFERENCES,
     WORLDS,
@@ -513,7 +514,7 @@ def test_the_informed_reference_reads_each_cell_s_rate_from_the_evaluations_not_
     assert later < 0.8 * later_blind
 
 
-def test_the_informed_reference_learning_the_transfer_reads_the_transfer_it_learnt():
+def test_the_informed_reference_reads_the_transfer_it_is_given_learnt_or_none():
     # Everything but the transfer is the truth's: the transfer is the model it is given, or
     # none, never the world's; each round it spends on the model the evaluations teach.
     # In the cost family neighbours share 5% of their episodes.
@@ -532,16 +533,24 @@ def test_the_informed_reference_learning_the_transfer_reads_the_transfer_it_lear
     assert not np.allclose(with_none.rate(now), knowing.rate(now), rtol=1e-3)
     assert not np.allclose(with_learnt.rate(now), knowing.rate(now), rtol=1e-3)
 
-    spends = REFERENCES[INFORMED_LEARNING_TRANSFER](world)(observation)
-    expected = oracle_allocation(
-        with_learnt,
-        target_share=observation.target_share,
-        train_count=observation.train_count,
-        cost_per_episode=observation.cost_per_episode,
-        budget=observation.budget,
-    )
-    assert spends.tolist() == expected.tolist()
-    assert INFORMED_LEARNING_TRANSFER not in STRATEGY_NAMES
+    for name, curves in (
+        (INFORMED_LEARNING_TRANSFER, with_learnt),
+        (INFORMED_WITHOUT_TRANSFER, with_none),
+    ):
+        spends = REFERENCES[name](world)(observation)
+        expected = oracle_allocation(
+            curves,
+            target_share=observation.target_share,
+            train_count=observation.train_count,
+            cost_per_episode=observation.cost_per_episode,
+            budget=observation.budget,
+        )
+        assert spends.tolist() == expected.tolist(), name
+        assert name not in STRATEGY_NAMES
+    # Told nothing of the transfer, the reference spends differently from the one told it.
+    knowing_spends = REFERENCES[INFORMED](world)(observation)
+    without_spends = REFERENCES[INFORMED_WITHOUT_TRANSFER](world)(observation)
+    assert knowing_spends.tolist() != without_spends.tolist()
 
 
 def _no_evaluations(world) -> dict[str, np.ndarray]:

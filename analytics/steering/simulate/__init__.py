@@ -64,6 +64,7 @@ from analytics.steering.simulate.campaign import (
 from analytics.steering.simulate.informed import (
     INFORMED,
     INFORMED_LEARNING_TRANSFER,
+    INFORMED_WITHOUT_TRANSFER,
     informed_curves,
     make_informed,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "FIRST_ROUND_BOUNDS",
     "INFORMED",
     "INFORMED_LEARNING_TRANSFER",
+    "INFORMED_WITHOUT_TRANSFER",
     "ORACLE",
     "REFERENCES",
     "TRANSFER_MODELS",

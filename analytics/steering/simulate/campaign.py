@@ -15,6 +15,8 @@ from analytics.steering.recommend import Exploration
 from analytics.steering.simulate.informed import (
     INFORMED,
     INFORMED_LEARNING_TRANSFER,
+    INFORMED_WITHOUT_TRANSFER,
+    LEARNT_TRANSFER,
     make_informed,
 )
 from analytics.steering.simulate.oracle import ORACLE, make_oracle
@@ -150,7 +152,8 @@ def excess_failures(result: CampaignResult) -> float:
 REFERENCES: dict[str, Callable[[World], Strategy]] = {
     ORACLE: make_oracle,
     INFORMED: make_informed,
-    INFORMED_LEARNING_TRANSFER: lambda world: make_informed(world, learns_transfer=True),
+    INFORMED_LEARNING_TRANSFER: lambda world: make_informed(world, transfer=LEARNT_TRANSFER),
+    INFORMED_WITHOUT_TRANSFER: lambda world: make_informed(world, transfer=None),
 }
 """The strategies that read the world's hidden truth, by name: built from the world itself."""
 
@@ -158,13 +161,16 @@ FIRST_ROUND_BOUNDS: dict[str, str] = {
     "steered-then-oracle": ORACLE,
     "steered-then-informed": INFORMED,
     "steered-then-informed-learning-transfer": INFORMED_LEARNING_TRANSFER,
+    "steered-then-informed-without-transfer": INFORMED_WITHOUT_TRANSFER,
 }
 """Bounds on any strategy whose first round is the steered one, by name: steered in the
 first round (no history yet, where a recommendation is today's), then the named reference.
 ``steered-then-informed`` is the least such a strategy that learns from evaluations can
 expect to lose, ``steered-then-oracle`` the least any can;
 ``steered-then-informed-learning-transfer`` the least one that has to learn the transfer
-can (its first round has one evaluation, which shows no transfer, hence steered's)."""
+can (its first round has one evaluation, which shows no transfer, hence steered's);
+``steered-then-informed-without-transfer`` the least one that takes cells as independent
+can (as ``steered-no-transfer`` does)."""
 
 
 def _first_round_then(reference: Strategy, first: Strategy) -> Strategy:

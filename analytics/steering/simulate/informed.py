@@ -23,6 +23,12 @@ transfer costs a strategy that knows everything else; what remains between it an
 strategy is what learning the rest costs on top (the conditions' difficulty, the spreads, the
 floors, the drift). The two do not add up: measured on 2026-12-06, this reference is about
 as far from the oracle as steered, and steered given the true transfer gains little.
+
+:data:`INFORMED_WITHOUT_TRANSFER` knows everything the informed reference knows but the
+transfer: it reads every cell as if it learnt only from its own episodes. Its excess over
+the informed reference's is what knowing the transfer is worth to a strategy that knows the
+rest; where neighbours share episodes it can exceed the steered strategy's, which learns
+priors that absorb what it does not model.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from analytics.steering.transfer import TransferModel
 
 INFORMED = "informed"
 INFORMED_LEARNING_TRANSFER = "informed-learning-transfer"
+INFORMED_WITHOUT_TRANSFER = "informed-without-transfer"
 
 _SPREAD_POINTS = np.linspace(-4.0, 4.0, 81)
 """The amplitude grid per cell, in prior standard deviations around the cell's prior centre."""
@@ -62,6 +69,10 @@ def _prior_centres(world: World) -> FloatArray:
 
 TRUE_TRANSFER: Final = "true transfer"
 """What :func:`informed_curves` reads the transfer from by default: the world's own."""
+
+LEARNT_TRANSFER: Final = "learnt transfer"
+"""What :func:`make_informed` reads the transfer from in :data:`INFORMED_LEARNING_TRANSFER`:
+the model the evaluations teach each round."""
 
 
 def informed_curves(
@@ -110,15 +121,24 @@ def informed_curves(
     return HiddenCurves(f_inf=truth.f_inf, a=amplitude, b=exponent, transfer=truth.transfer)
 
 
-def make_informed(world: World, *, chunks: int = 20, learns_transfer: bool = False) -> Strategy:
-    """Return the informed reference for ``world`` (see the module docstring); with
-    ``learns_transfer``, :data:`INFORMED_LEARNING_TRANSFER`, which learns the transfer each
-    round. Only the simulator can build it."""
-    if learns_transfer:
+def make_informed(
+    world: World,
+    *,
+    chunks: int = 20,
+    transfer: Literal["true transfer", "learnt transfer"] | None = TRUE_TRANSFER,
+) -> Strategy:
+    """Return the informed reference for ``world`` (see the module docstring): reading the
+    world's own transfer (:data:`TRUE_TRANSFER`, :data:`INFORMED`), the one the evaluations
+    teach each round (:data:`LEARNT_TRANSFER`, :data:`INFORMED_LEARNING_TRANSFER`), or none
+    (``None``, :data:`INFORMED_WITHOUT_TRANSFER`). Only the simulator can build it."""
+    if transfer == LEARNT_TRANSFER:
         return spending_on(
             lambda observation: informed_curves(
                 world, observation, transfer=learn_transfer(observation)
             ),
             chunks=chunks,
         )
-    return spending_on(lambda observation: informed_curves(world, observation), chunks=chunks)
+    return spending_on(
+        lambda observation: informed_curves(world, observation, transfer=transfer),
+        chunks=chunks,
+    )
