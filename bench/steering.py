@@ -28,8 +28,8 @@ plays today's first round can lose, learning or knowing the truth from the secon
 and then the informed reference that learns the transfer between cells as steered does and
 knows the rest (what learning the transfer costs; the rest of steered's excess over it is
 the price of learning everything else), and the informed reference told nothing of the
-transfer, reading every cell as if it learnt only from its own episodes (the least a
-strategy that takes cells as independent can lose: compare ``steered-no-transfer``).
+transfer, reading every cell as if it learnt only from its own episodes (no bound, but what
+knowing the transfer is worth to the reference).
 Excess failures: the sum over rounds of (true failure mass after the round - floor mass) *
 cycles per day, a round counted as one day of production. No acceptance threshold.
 """

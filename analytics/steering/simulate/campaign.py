@@ -168,9 +168,12 @@ first round (no history yet, where a recommendation is today's), then the named 
 ``steered-then-informed`` is the least such a strategy that learns from evaluations can
 expect to lose, ``steered-then-oracle`` the least any can;
 ``steered-then-informed-learning-transfer`` the least one that has to learn the transfer
-can (its first round has one evaluation, which shows no transfer, hence steered's);
-``steered-then-informed-without-transfer`` the least one that takes cells as independent
-can (as ``steered-no-transfer`` does)."""
+can (its first round has one evaluation, which shows no transfer, hence steered's).
+``steered-then-informed-without-transfer`` is no bound but a measure: what knowing the
+transfer is worth to the informed reference. Told nothing of it, the reference reads every
+cell under the true priors as if it learnt only from its own episodes, which the world
+contradicts; a strategy that learns its priors absorbs some of that (measured on 2026-12-06,
+``steered-no-transfer`` did as well or better where only neighbours share)."""
 
 
 def _first_round_then(reference: Strategy, first: Strategy) -> Strategy:

@@ -27,8 +27,8 @@ as far from the oracle as steered, and steered given the true transfer gains lit
 :data:`INFORMED_WITHOUT_TRANSFER` knows everything the informed reference knows but the
 transfer: it reads every cell as if it learnt only from its own episodes. Its excess over
 the informed reference's is what knowing the transfer is worth to a strategy that knows the
-rest; where neighbours share episodes it can exceed the steered strategy's, which learns
-priors that absorb what it does not model.
+rest. Measured on 2026-12-06 it loses as much as steered where only neighbours share, and
+more where cells share condition values, whose transfer steered learns.
 """
 
 from __future__ import annotations
