@@ -7,6 +7,7 @@ import json
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
@@ -215,13 +216,16 @@ def test_day_counts_equal_the_ledger_after_retractions_and_corrections(world_a, 
 
 
 def test_late_and_out_of_order_events_are_accepted(world_a, manager):
-    late = cycle(world_a, 1, occurred_at=(NOW - timedelta(days=400)).isoformat())
+    late_at = NOW - timedelta(days=400)
+    late = cycle(world_a, 1, occurred_at=late_at.isoformat())
     events = [cycle(world_a, 3), late, cycle(world_a, 2)]
 
     response = post(manager, events)
 
     assert response.status_code == 201
-    assert ProductionLog.objects.filter(day=(NOW - timedelta(days=400)).date()).exists()
+    # A cycle counts on its site's local day, which near midnight is not the UTC one.
+    local_day = late_at.astimezone(ZoneInfo(world_a.site.timezone)).date()
+    assert ProductionLog.objects.filter(day=local_day).exists()
 
 
 def test_an_event_counts_on_the_sites_local_day(world_a, manager):
