@@ -155,7 +155,8 @@ def test_two_cameras_play_in_sync_under_one_scrubber_with_traces_and_keys(
     # and a busy machine (the suite's two workers and Chromium on two cores) has once shown
     # one camera two frames behind for a moment; out of sync, they would stay apart. So most
     # snapshots show the same instant within a frame, and none is apart by more than three
-    # (the recording lasts 8 s so that a slow machine is still playing when they are done).
+    # (the recording lasts 8 s so that a slow machine is usually still playing when they are
+    # done; when it is not, the stop below plays it again first).
     gaps = []
     for _ in range(5):
         playing = shown(page)
