@@ -25,7 +25,10 @@ class CurveSet:
     (posterior-mean) spread of ``log m`` across cells. ``trials`` / ``failures`` are the evidence per cell.
     ``exponent`` is each cell's posterior-mean exponent when fitted with per-cell exponents
     (``posterior`` is then the shared-exponent reading at the current counts; ``None``: every
-    cell has the shared ``b``).
+    cell has the shared ``b``). ``log_evidence`` is the log marginal likelihood of the rows
+    under the fit, every cell integrated out, plus the log priors of the pooled exponent and
+    floor (up to a constant that depends on the rows only, so fits of the same rows at other
+    training counts compare by it); ``None`` where it was not computed.
     """
 
     fit: CurveFit
@@ -36,6 +39,7 @@ class CurveSet:
     trials: FloatArray
     failures: FloatArray
     exponent: FloatArray | None = None
+    log_evidence: float | None = None
 
     @property
     def pooled(self) -> LearningCurve:
@@ -130,6 +134,7 @@ class CurveSet:
             trials=self.trials[at],
             failures=self.failures[at],
             exponent=None if self.exponent is None else self.exponent[at],
+            log_evidence=None,
         )
 
     def multiplier_interval(self, level: float = 0.9) -> tuple[FloatArray, FloatArray]:

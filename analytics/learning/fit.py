@@ -280,6 +280,7 @@ def fit_curve_set(
         trials=rows.trials_per_cell(),
         failures=rows.failures_per_cell(),
         exponent=curve.b + offset if exponents else None,
+        log_evidence=float(now.log_evidence),
     )
 
 

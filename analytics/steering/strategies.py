@@ -7,9 +7,9 @@ from the simulator, and a test keeps it that way).
 
 * **steered** — what ``manage.py recommend`` does given the observable record as its input
   (cells with conditions and costs, earlier evaluations as history): learn how much an
-  episode in one cell helps another from the evaluation history
-  (:mod:`analytics.steering.transfer`; none until a second evaluation shows it), refit the
-  learning curves on that history at effective counts
+  episode in one cell helps another from the evaluation history, chosen by what the
+  evaluations' levels say (:func:`analytics.steering.levels.fit_transfer`; none until a
+  second evaluation shows it), refit the learning curves on that history at effective counts
   (:func:`analytics.learning.fit_history`: an exponent per cell and a prior on each cell's
   amplitude from its conditions, because what decides a round is every cell's failure rate
   now, and a shared exponent misreads it wherever a cell learns faster or slower than the
@@ -88,8 +88,9 @@ def more_of_the_same(observation: Observation) -> IntArray:
 
 
 def learn_transfer(observation: Observation) -> TransferModel | None:
-    """The transfer between the observation's cells its evaluations show (None when the
-    cells name no conditions)."""
+    """The per-dimension transfer the changes in the observation's evaluations show
+    (:func:`estimate_transfer`, one of the candidates the steered strategy weighs by the
+    levels; None when the cells name no conditions)."""
     if not observation.conditions:
         return None
     return estimate_transfer(
@@ -139,10 +140,10 @@ def make_steered(
 ) -> Callable[[Observation], IntArray]:
     """Return the steered strategy: what ``manage.py recommend`` does with the observable
     record as its input (each cell's share, training, cost, conditions and latest outcomes,
-    and the earlier evaluations as ``history``). The transfer is learnt from that history by
-    the same estimator, each strength the mean of its marginal posterior (``transfer``
-    false: cells taken as independent); the curves are refitted by the recommender itself
-    (:func:`analytics.learning.fit_history`).
+    and the earlier evaluations as ``history``). The recommender learns the transfer from
+    that history and refits the curves under it itself
+    (:func:`analytics.steering.levels.fit_transfer`; ``transfer`` false: cells taken as
+    independent, the curves refitted by :func:`analytics.learning.fit_history`).
 
     The recommender's seed is ``seed`` plus the round number, so a campaign is
     reproducible and Thompson draws differ between rounds.
@@ -163,8 +164,9 @@ def make_steered(
             )
             for i, label in enumerate(observation.labels)
         ]
-        if learns:
-            model = learn_transfer(observation)
+        model: TransferModel | None
+        if learns:  # the recommender chooses it by the evaluations' levels (fit_transfer)
+            model = None
         else:  # the conditions still centre the curves' priors; nothing transfers
             model = (
                 TransferModel.none(

@@ -8,7 +8,10 @@ captured in cell ``j`` counts as ``T[i, j]`` of an episode in cell ``i``:
 with one strength ``s_d`` in [0, 1) per dimension: the share of an episode that survives a
 change of that one condition. Cells that differ in one dimension help each other by that
 dimension's strength, cells that differ in all of them by the product (little); a dimension
-a cell does not state counts as different. A cell's effective training is its own episodes
+a cell does not state counts as different. That is the model's extent :data:`EXTENT_ANY`;
+under :data:`EXTENT_NEIGHBOURS` an episode helps only cells one condition away (and cells
+with the same conditions), and :mod:`analytics.steering.levels` chooses between the two by
+what the evaluations' levels say. A cell's effective training is its own episodes
 plus what transfers, ``n_eff = n + T @ n``; the learning curves
 (:mod:`analytics.learning`) are read at ``n_eff``, and an episode's value is the failures it
 avoids in every cell it helps (:mod:`analytics.steering.recommend`).
@@ -68,6 +71,14 @@ STRENGTH_GRID: FloatArray = np.array([0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4,
 PRIOR_NO_TRANSFER = 0.7
 """Prior probability that a dimension transfers nothing; the rest is log-uniform over the
 non-zero strengths (:func:`_log_prior`)."""
+
+EXTENT_ANY = "any"
+"""Transfer reaches every cell: the product of the strengths of the dimensions that differ."""
+
+EXTENT_NEIGHBOURS = "neighbours"
+"""Transfer reaches only cells that differ in one condition (and cells with the same ones)."""
+
+EXTENTS: tuple[str, ...] = (EXTENT_ANY, EXTENT_NEIGHBOURS)
 
 INTERVAL_LEVEL = 0.9
 """The level of the strengths' reported intervals."""
@@ -177,7 +188,10 @@ class TransferModel:
     """Per-dimension transfer strengths, their intervals and what they were learnt from.
 
     ``evaluations`` counts the evaluations behind the estimate (0 or 1: no history, the
-    prior's answer of no transfer).
+    prior's answer of no transfer). ``extent`` says how far an episode carries:
+    :data:`EXTENT_ANY`, to every cell by the product of the strengths where it differs, or
+    :data:`EXTENT_NEIGHBOURS`, only to cells one condition away (by that dimension's
+    strength) and to cells with the same conditions (fully, as the product has it).
     """
 
     structure: CellStructure
@@ -185,6 +199,11 @@ class TransferModel:
     low: FloatArray
     high: FloatArray
     evaluations: int
+    extent: str = EXTENT_ANY
+
+    def __post_init__(self) -> None:
+        if self.extent not in EXTENTS:
+            raise ValueError(f"unknown extent {self.extent!r}; choose from {', '.join(EXTENTS)}")
 
     @classmethod
     def none(cls, structure: CellStructure, evaluations: int = 0) -> TransferModel:
@@ -207,7 +226,16 @@ class TransferModel:
     def matrix(self, strength: npt.ArrayLike | None = None) -> FloatArray:
         """``T[i, j]``: what one episode in cell j counts for cell i (zero diagonal)."""
         s = self.strength if strength is None else np.asarray(strength, dtype=np.float64)
+        if self.extent == EXTENT_NEIGHBOURS:
+            _check_strength(self.structure, s)
+            return np.asarray(_neighbour_matrix(self.structure, s).toarray(), dtype=np.float64)
         return transfer_matrix(self.structure, s)
+
+    def _neighbours(self) -> Any:
+        """The sparse matrix of :data:`EXTENT_NEIGHBOURS` (cached)."""
+        if "_sparse" not in self.__dict__:
+            self.__dict__["_sparse"] = _neighbour_matrix(self.structure, self.strength)
+        return self.__dict__["_sparse"]
 
     def effective(self, n: npt.ArrayLike) -> FloatArray:
         """Each cell's effective training: own episodes plus what transfers (the last axis
@@ -230,6 +258,11 @@ class TransferModel:
             raise ValueError(f"need one value per cell ({self.structure.n_cells})")
         if not self.transfers:
             return np.zeros_like(values)
+        if self.extent == EXTENT_NEIGHBOURS:
+            flat = values.reshape(-1, self.structure.n_cells)
+            return np.asarray((self._neighbours() @ flat.T).T, dtype=np.float64).reshape(
+                values.shape
+            )
         return _spread(self.structure, self.strength, values)
 
     def reach(self, x: npt.ArrayLike) -> FloatArray:
@@ -241,7 +274,10 @@ class TransferModel:
     def reach_cost(self) -> int:
         """What one :meth:`reach` costs, in columns of :meth:`columns` (about: a column is
         one pass over the cells; the reach is a pass over the grid per dimension or one over
-        the cells per set of transferring dimensions, whichever :func:`_spread` takes)."""
+        the cells per set of transferring dimensions, whichever :func:`_spread` takes, or one
+        over the neighbours' sparse matrix)."""
+        if self.extent == EXTENT_NEIGHBOURS:
+            return max(1, math.ceil(self._neighbours().nnz / max(self.structure.n_cells, 1)))
         if not _on_grid(self.structure, self.strength, rows=1):
             return 2 ** int(np.count_nonzero(self.strength > 0))
         return max(1, math.ceil(_grid_work(self.structure) / max(self.structure.n_cells, 1)))
@@ -251,6 +287,8 @@ class TransferModel:
         ``rows`` (all cells when None; 0 in its own), in ``O(rows * cells * dimensions)``."""
         js = np.asarray(cells, dtype=np.int64).reshape(-1)
         at = np.arange(self.structure.n_cells) if rows is None else np.asarray(rows, np.int64)
+        if self.extent == EXTENT_NEIGHBOURS:
+            return np.asarray(self._neighbours()[at][:, js].toarray(), dtype=np.float64)
         # log T[i, j] = the sum of log s_d over the dimensions where i and j differ: all of
         # them, less those where they share a value (one product of the cells' values).
         table, dimension = self.structure.one_hot()
@@ -280,6 +318,7 @@ class TransferModel:
                 )
             ],
             "evaluations": self.evaluations,
+            "extent": self.extent,
             "how": self.describe(),
         }
 
@@ -308,6 +347,7 @@ class TransferModel:
             low=low,
             high=high,
             evaluations=int(data.get("evaluations", 0)),
+            extent=str(data.get("extent", EXTENT_ANY)),
         )
 
     def describe(self) -> str:
@@ -325,20 +365,79 @@ class TransferModel:
             )
         ]
         intervals = f"{INTERVAL_LEVEL:.0%} intervals, " if known else ""
+        beyond = (
+            "; nothing in cells that differ in two or more"
+            if self.extent == EXTENT_NEIGHBOURS
+            else ""
+        )
         return (
             "an episode counts in a cell that differs in one condition by: "
             + ", ".join(parts)
+            + beyond
             + f" ({intervals}learnt from {self.evaluations} evaluations)"
         )
+
+
+def _check_strength(structure: CellStructure, s: FloatArray) -> None:
+    if s.shape != (len(structure.dimensions),):
+        raise ValueError(f"need one strength per dimension ({len(structure.dimensions)})")
+    if np.any(s < 0) or np.any(s >= 1):
+        raise ValueError("transfer strengths must be in [0, 1)")
+
+
+def _neighbour_matrix(structure: CellStructure, strength: FloatArray) -> Any:
+    """The sparse ``T`` of :data:`EXTENT_NEIGHBOURS`: ``strength[d]`` between cells that
+    differ in dimension ``d`` only (a dimension either does not state counts as different,
+    as in :meth:`CellStructure.differ`), 1 between cells with the same conditions, stated in
+    every dimension, 0 elsewhere and on the diagonal. Built from the groups of cells that
+    agree on every dimension but one, in ``O(pairs)``."""
+    from scipy import sparse
+
+    size, dims = structure.n_cells, len(structure.dimensions)
+    rows: list[IntArray] = []
+    cols: list[IntArray] = []
+    vals: list[FloatArray] = []
+
+    def pairs(inside: tuple[bool, ...]) -> tuple[IntArray, IntArray]:
+        eligible, group, _ = structure.group(inside)
+        order = np.argsort(group, kind="stable")
+        cells, sorted_group = eligible[order], group[order]
+        bounds = np.flatnonzero(np.diff(sorted_group)) + 1
+        left: list[IntArray] = []
+        right: list[IntArray] = []
+        for members in np.split(cells, bounds):
+            if members.size > 1:
+                i, j = np.meshgrid(members, members, indexing="ij")
+                keep = i != j
+                left.append(i[keep])
+                right.append(j[keep])
+        if not left:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return np.concatenate(left), np.concatenate(right)
+
+    if dims and np.any(strength > 0):
+        same_i, same_j = pairs((True,) * dims)
+        rows.append(same_i)
+        cols.append(same_j)
+        vals.append(np.ones(same_i.size))
+        codes = structure.codes
+        for d in np.flatnonzero(strength > 0).tolist():
+            i, j = pairs(tuple(e != d for e in range(dims)))
+            differ = (codes[i, d] != codes[j, d]) | (codes[i, d] < 0) | (codes[j, d] < 0)
+            rows.append(i[differ])
+            cols.append(j[differ])
+            vals.append(np.full(int(differ.sum()), float(strength[d])))
+    if not rows:
+        return sparse.csr_matrix((size, size))
+    return sparse.csr_matrix(
+        (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(size, size)
+    )
 
 
 def transfer_matrix(structure: CellStructure, strength: npt.ArrayLike) -> FloatArray:
     """``T[i, j] = prod over the dimensions where i and j differ of strength[d]``, diagonal 0."""
     s = np.asarray(strength, dtype=np.float64)
-    if s.shape != (len(structure.dimensions),):
-        raise ValueError(f"need one strength per dimension ({len(structure.dimensions)})")
-    if np.any(s < 0) or np.any(s >= 1):
-        raise ValueError("transfer strengths must be in [0, 1)")
+    _check_strength(structure, s)
     size = structure.n_cells
     return _matrix(structure.differ().reshape(size * size, -1).astype(np.float64), s, size)
 
@@ -748,6 +847,9 @@ def _interval(posterior: FloatArray) -> tuple[float, float]:
 
 
 __all__ = [
+    "EXTENTS",
+    "EXTENT_ANY",
+    "EXTENT_NEIGHBOURS",
     "INTERVAL_LEVEL",
     "PRIOR_NO_TRANSFER",
     "STRENGTH_GRID",

@@ -25,7 +25,8 @@ from analytics.models import (
 )
 from analytics.selectors import gap_report_latest
 from analytics.services.gap_inputs import UNKNOWN, DimensionSpace
-from analytics.steering.transfer import GIBBS_SWEEPS, estimate_transfer
+from analytics.steering.levels import candidate_count, fit_transfer
+from analytics.steering.transfer import TransferModel
 from campaigns.models import Campaign
 
 Key = tuple[int, ...]
@@ -127,11 +128,14 @@ def _outcomes(
     return out
 
 
-REFIT_INPUTS_VERSION = "2"
+REFIT_INPUTS_VERSION = "3"
 """Part of every refit's inputs fingerprint: raise it when the refit's model changes, so a
 refit on unchanged evidence is made again rather than taken as current. 2: each transfer
 strength is the mean of its marginal posterior, with an interval, at every size (before, the
-mean with the others at their most probable, and above 2,000 cells without an interval)."""
+mean with the others at their most probable, and above 2,000 cells without an interval). 3:
+the transfer is chosen by the evaluations' levels, one strength for every dimension and how
+far it reaches, or the per-dimension reading of the changes where that explains them best
+(:func:`analytics.steering.levels.fit_transfer`)."""
 
 
 def _inputs_fingerprint(
@@ -151,9 +155,9 @@ def _inputs_fingerprint(
     return digest.hexdigest()
 
 
-REFIT_STEPS = GIBBS_SWEEPS + 1
-"""A refit's steps for its job's progress: the sweeps of the transfer's sampler (the long
-part on thousands of cells), then the curve fit."""
+REFIT_STEPS = candidate_count(2)
+"""A refit's steps for its job's progress: the curve refits that choose the transfer
+(:func:`analytics.steering.levels.fit_transfer`; a history of one evaluation takes one)."""
 
 Progress = Callable[[int, int, str], None]
 """Told ``(done, total, message)`` as a refit goes (see :data:`REFIT_STEPS`)."""
@@ -166,8 +170,7 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
     latest refit over the same cells read exactly what this one would (its inputs
     fingerprint), it is returned as it is and nothing is stored. So the refits two imports
     in a row queue, or one run after a manager already refitted, cost a read, not a fit.
-    ``progress`` is told each sweep of the transfer's sampler and the start of the curve fit,
-    in :data:`REFIT_STEPS`.
+    ``progress`` is told after each curve refit, in :data:`REFIT_STEPS`.
     """
     space = _space(campaign)
     deployment_ids = list(campaign.deployments.values_list("pk", flat=True))
@@ -222,28 +225,21 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
     # effective training it gives, here and wherever this refit is used.
     structure = space.structure(keys) if keys else None
 
-    def swept(done: int, total: int) -> None:
+    def stepped(done: int, total: int) -> None:
         if progress is not None:
-            progress(done, REFIT_STEPS, f"transfer between cells, sweep {done} of {total}")
+            progress(done, REFIT_STEPS, f"transfer between cells, curve refit {done} of {total}")
 
-    transfer = (
-        estimate_transfer(structure, counts, trials, successes, on_sweep=swept)
-        if structure is not None
-        else None
-    )
-    if progress is not None:
-        progress(GIBBS_SWEEPS, REFIT_STEPS, "learning curves")
-    if transfer is not None and transfer.transfers:
-        counts, n_now = transfer.effective(counts), transfer.effective(n_now)
     # The refit steering measures in bench/steering.py and the recommender runs: with
-    # history, an exponent per cell and an amplitude prior from the cells' conditions.
-    curves = fit_history(
-        counts,
-        trials,
-        successes,
-        n_now,
-        conditions=structure.codes if structure is not None else None,
-    )
+    # history, an exponent per cell and an amplitude prior from the cells' conditions, at the
+    # effective training of the transfer the evaluations' levels show (fit_transfer).
+    transfer: TransferModel | None
+    if structure is not None:
+        transfer, curves = fit_transfer(
+            structure, counts, trials, successes, n_now, on_step=stepped
+        )
+    else:
+        transfer = None
+        curves = fit_history(counts, trials, successes, n_now)
     pooled = curves.pooled
     return CurveFitRecord.objects.create(
         campaign=campaign,
@@ -307,8 +303,8 @@ def curves_refit_for_run(*, run_id: int, progress: Progress | None = None) -> li
 
 REFIT_LEASE_SECONDS = 900.0
 """How long a refit may run without a heartbeat before the reaper runs it again: a campaign
-of 20,000 cells takes tens of seconds (``bench/history_refit.py``), its transfer's marginals
-as much again (``bench/transfer_scale.py``)."""
+of 20,000 cells takes tens of seconds per curve refit (``bench/history_refit.py``) and the
+transfer's choice eleven of them, so it reports its progress after every refit (a heartbeat)."""
 
 
 def curves_refit_request(*, run: EvaluationRun, actor: Any = None) -> Job:

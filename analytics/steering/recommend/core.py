@@ -13,6 +13,7 @@ import numpy.typing as npt
 
 from analytics.intervals import wilson_interval
 from analytics.learning import CurveSet, fit_history
+from analytics.steering.levels import fit_transfer
 from analytics.steering.recommend.inputs import (
     CellInput,
     Exploration,
@@ -56,12 +57,15 @@ def recommend(
     """Recommend whole episodes per cell for the next round, within ``budget``.
 
     ``history`` (earlier rounds, oldest first) adds their evaluations to the evidence; with
-    the cells' ``conditions`` it also teaches how much an episode in one cell helps another
-    (:func:`analytics.steering.transfer.estimate_transfer`; ``transfer`` gives that model
-    instead). With transfer the curves are read at each cell's effective training and an
-    episode is valued for the failures it avoids in every cell it helps, per unit of its
-    cost (:func:`allocate_with_transfer`); without (no history, no conditions, or history
-    that shows none) the allocation is exactly the one without these inputs.
+    the cells' ``conditions`` it also teaches how much an episode in one cell helps another,
+    chosen by what the evaluations' levels say, and the curves are refitted under it
+    (:func:`analytics.steering.levels.fit_transfer`; ``transfer`` gives that model instead,
+    and with ``curves`` given, the per-dimension reading of the changes is taken,
+    :func:`analytics.steering.transfer.estimate_transfer`). With transfer the curves are read
+    at each cell's effective training and an episode is valued for the failures it avoids in
+    every cell it helps, per unit of its cost (:func:`allocate_with_transfer`); without (no
+    history, no conditions, or history that shows none) the allocation is exactly the one
+    without these inputs.
 
     ``curves`` is a curve set refitted on the full evaluation history, at effective counts
     when there is transfer; without it one is fitted from the evaluations by
@@ -90,7 +94,12 @@ def recommend(
         else None
     )
     if transfer is None and history and structure is not None:
-        transfer = estimate_transfer(structure, counts, eval_trials, eval_successes)
+        if curves is None:  # the transfer the levels show, and the curves read under it
+            transfer, curves = fit_transfer(
+                structure, counts, eval_trials, eval_successes, counts[-1]
+            )
+        else:
+            transfer = estimate_transfer(structure, counts, eval_trials, eval_successes)
     if transfer is not None and transfer.structure.n_cells != len(cells):
         raise RecommendationInputError(
             f"transfer model covers {transfer.structure.n_cells} cells but {len(cells)} were given"

@@ -107,6 +107,7 @@ def _transfer_dict(transfer: TransferModel | None) -> dict[str, Any] | None:
             )
         },
         "evaluations": transfer.evaluations,
+        "extent": transfer.extent,
         "how": transfer.describe(),
     }
 

@@ -167,8 +167,9 @@ FIRST_ROUND_BOUNDS: dict[str, str] = {
 first round (no history yet, where a recommendation is today's), then the named reference.
 ``steered-then-informed`` is the least such a strategy that learns from evaluations can
 expect to lose, ``steered-then-oracle`` the least any can;
-``steered-then-informed-learning-transfer`` the least one that has to learn the transfer
-can (its first round has one evaluation, which shows no transfer, hence steered's).
+``steered-then-informed-learning-transfer`` the least one that learns the transfer from
+how the evaluations changed can (its first round has one evaluation, which shows no
+transfer, hence steered's); steered also reads their levels, and can do better.
 ``steered-then-informed-without-transfer`` is no bound but a measure: what knowing the
 transfer is worth to the informed reference. Told nothing of it, the reference reads every
 cell under the true priors as if it learnt only from its own episodes, which the world
