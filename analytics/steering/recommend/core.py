@@ -25,7 +25,7 @@ from analytics.steering.recommend.inputs import (
 )
 from analytics.steering.recommend.rationale import _by_source, _cost_words, _helps, _rationale
 from analytics.steering.recommend.result import CellRecommendation, Recommendation
-from analytics.steering.transfer import CellStructure, TransferModel, estimate_transfer
+from analytics.steering.transfer import CellStructure, TransferModel
 from analytics.steering.waterfill import allocate_with_transfer, waterfill
 from campaigns.planning.gain import power_gain
 
@@ -59,9 +59,8 @@ def recommend(
     ``history`` (earlier rounds, oldest first) adds their evaluations to the evidence; with
     the cells' ``conditions`` it also teaches how much an episode in one cell helps another,
     chosen by what the evaluations' levels say, and the curves are refitted under it
-    (:func:`analytics.steering.levels.fit_transfer`; ``transfer`` gives that model instead,
-    and with ``curves`` given, the per-dimension reading of the changes is taken,
-    :func:`analytics.steering.transfer.estimate_transfer`). With transfer the curves are read
+    (:func:`analytics.steering.levels.fit_transfer`; ``transfer`` gives that model
+    instead). With transfer the curves are read
     at each cell's effective training and an episode is valued for the failures it avoids in
     every cell it helps, per unit of its cost (:func:`allocate_with_transfer`); without (no
     history, no conditions, or history that shows none) the allocation is exactly the one
@@ -94,12 +93,11 @@ def recommend(
         else None
     )
     if transfer is None and history and structure is not None:
-        if curves is None:  # the transfer the levels show, and the curves read under it
-            transfer, curves = fit_transfer(
-                structure, counts, eval_trials, eval_successes, counts[-1]
-            )
-        else:
-            transfer = estimate_transfer(structure, counts, eval_trials, eval_successes)
+        # The transfer the levels show, and the curves read under it (unless given).
+        transfer, refitted = fit_transfer(
+            structure, counts, eval_trials, eval_successes, counts[-1]
+        )
+        curves = refitted if curves is None else curves
     if transfer is not None and transfer.structure.n_cells != len(cells):
         raise RecommendationInputError(
             f"transfer model covers {transfer.structure.n_cells} cells but {len(cells)} were given"
