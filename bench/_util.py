@@ -130,3 +130,25 @@ def conditional_reading(structure: Any, counts: Any, trials: Any, successes: Any
         weights = np.exp(conditional - conditional.max())
         strength[d] = float(np.dot(weights / weights.sum(), tr.STRENGTH_GRID))
     return strength
+
+
+def refit_before_levels(
+    structure: Any, counts: Any, trials: Any, successes: Any, n_now: Any
+) -> Any:
+    """The refit as it was until the evaluations' levels chose the transfer (2026-12-07): the
+    per-dimension reading of the changes (:func:`analytics.steering.transfer.estimate_transfer`),
+    then one curve refit at the effective counts it gives. Returns the transfer model; the
+    baseline of ``transfer_levels.py`` and ``demo_steering.py``."""
+    from analytics.learning import fit_history
+    from analytics.steering.transfer import estimate_transfer
+
+    changes = estimate_transfer(structure, counts, trials, successes)
+    live = changes.transfers
+    fit_history(
+        changes.effective(counts) if live else counts,
+        trials,
+        successes,
+        changes.effective(n_now) if live else n_now,
+        conditions=structure.codes,
+    )
+    return changes

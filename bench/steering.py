@@ -12,7 +12,7 @@ strategy, the median episodes to target (a seed that never reaches it counts as 
 and how many seeds reached it, then the ratio steered / uniform of the medians and the
 median of the per-seed ratios. Acceptance: ratio <= 0.5.
 
-``--oracle [--seeds 16] [--rounds 12] [--budget 5000]``: for each world family of
+``--oracle [--seeds 16] [--rounds 12] [--budget 5000] [--bounds] [--only NAME,...]``: for each world family of
 :data:`~analytics.steering.simulate.WORLDS` (independent cells, shared transfer, costs,
 noisy evaluation, drift, all together) and each seed from 1000 on (seeds no other bench or
 test tunes on), runs steered, proportional, uniform and the oracle that knows the hidden
@@ -30,6 +30,7 @@ knows the rest (what learning the transfer costs; the rest of steered's excess o
 the price of learning everything else), and the informed reference told nothing of the
 transfer, reading every cell as if it learnt only from its own episodes (no bound, but what
 knowing the transfer is worth to the reference).
+``--only`` measures only the strategies named (one column again, say) against the same oracle.
 Excess failures: the sum over rounds of (true failure mass after the round - floor mass) *
 cycles per day, a round counted as one day of production. No acceptance threshold.
 """
@@ -138,6 +139,16 @@ def oracle_main(args: argparse.Namespace) -> int:
     rounds = ORACLE_ROUNDS if args.rounds is None else args.rounds
     exploration = Exploration(args.exploration, args.level)
     names = (*AGAINST_ORACLE, *(FIRST_ROUND_BOUNDS if args.bounds else ()))
+    if args.only:
+        # One column or a few measured again, each against the same oracle runs.
+        only = tuple(name.strip() for name in args.only.split(",") if name.strip())
+        unknown = [name for name in only if name not in (*AGAINST_ORACLE, *FIRST_ROUND_BOUNDS)]
+        if unknown:
+            known = ", ".join((*AGAINST_ORACLE, *FIRST_ROUND_BOUNDS))
+            raise SystemExit(
+                f"--only: unknown strategy {', '.join(unknown)}; expected some of {known}"
+            )
+        names = only
     started = time.perf_counter()
     jobs: list[OracleJob] = [
         (family, seed, args.budget, rounds, exploration, names)
@@ -211,6 +222,12 @@ def main() -> int:
         "--bounds",
         action="store_true",
         help="with --oracle: also steered's first round then the informed reference or the oracle",
+    )
+    parser.add_argument(
+        "--only",
+        default="",
+        help="with --oracle: only these strategies (comma-separated), e.g. to measure one "
+        "column of the table again",
     )
     args = parser.parse_args()
     if args.oracle:

@@ -34,11 +34,10 @@ import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _util import refit_before_levels  # noqa: E402
 from transfer_scale import TRUTH, world  # noqa: E402
 
-from analytics.learning import fit_history  # noqa: E402
 from analytics.steering.levels import fit_transfer  # noqa: E402
-from analytics.steering.transfer import estimate_transfer  # noqa: E402
 
 
 def _said(strength: np.ndarray) -> str:
@@ -57,15 +56,7 @@ def main() -> int:
         n_now = counts[-1]
 
         started = time.perf_counter()
-        changes = estimate_transfer(structure, counts, trials, successes)
-        live = changes.transfers
-        fit_history(
-            changes.effective(counts) if live else counts,
-            trials,
-            successes,
-            changes.effective(n_now) if live else n_now,
-            conditions=structure.codes,
-        )
+        changes = refit_before_levels(structure, counts, trials, successes, n_now)
         before = time.perf_counter() - started
 
         started = time.perf_counter()

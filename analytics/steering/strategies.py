@@ -28,9 +28,10 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
+from analytics.steering.levels import fit_transfer
 from analytics.steering.observation import FloatArray, IntArray, Observation, Strategy
 from analytics.steering.recommend import CellInput, Exploration, HistoryRound, recommend
-from analytics.steering.transfer import CellStructure, TransferModel, estimate_transfer
+from analytics.steering.transfer import CellStructure, TransferModel
 
 STRATEGY_NAMES: tuple[str, ...] = ("steered", "uniform", "proportional", "more-of-the-same")
 
@@ -88,17 +89,22 @@ def more_of_the_same(observation: Observation) -> IntArray:
 
 
 def learn_transfer(observation: Observation) -> TransferModel | None:
-    """The per-dimension transfer the changes in the observation's evaluations show
-    (:func:`estimate_transfer`, one of the candidates the steered strategy weighs by the
-    levels; None when the cells name no conditions)."""
+    """The transfer the steered strategy acts on, learnt from the observation's evaluations
+    (:func:`analytics.steering.levels.fit_transfer`: chosen by what their levels say among
+    no transfer, one strength for every dimension under either extent, and the per-dimension
+    reading of their changes; no transfer before a second evaluation). None when the cells
+    name no conditions."""
     if not observation.conditions:
         return None
-    return estimate_transfer(
+    counts = observation.eval_train_count
+    transfer, _ = fit_transfer(
         CellStructure.of(observation.conditions),
-        observation.eval_train_count,
+        counts,
         observation.eval_trials,
         observation.eval_successes,
+        counts[-1] if counts.shape[0] else observation.train_count,
     )
+    return transfer
 
 
 STEERED_WITHOUT_TRANSFER = "steered-no-transfer"
@@ -135,6 +141,24 @@ def history_of(observation: Observation) -> list[HistoryRound]:
     return rounds
 
 
+def steered_cells(observation: Observation) -> list[CellInput]:
+    """The observation's cells as the steered strategy hands them to the recommender: each
+    cell's share, training, latest outcomes, cost and conditions."""
+    conditions = observation.conditions
+    return [
+        CellInput(
+            id=label,
+            target_share=float(observation.target_share[i]),
+            train_count=float(observation.train_count[i]),
+            trials=int(observation.latest_trials[i]),
+            successes=int(observation.latest_successes[i]),
+            cost_per_episode=float(observation.cost_per_episode[i]),
+            conditions=dict(conditions[i]) if conditions else None,
+        )
+        for i, label in enumerate(observation.labels)
+    ]
+
+
 def make_steered(
     *, seed: int = 0, exploration: Exploration | None = None, transfer: bool = True
 ) -> Callable[[Observation], IntArray]:
@@ -152,18 +176,7 @@ def make_steered(
 
     def steered(observation: Observation) -> IntArray:
         conditions = observation.conditions
-        cells = [
-            CellInput(
-                id=label,
-                target_share=float(observation.target_share[i]),
-                train_count=float(observation.train_count[i]),
-                trials=int(observation.latest_trials[i]),
-                successes=int(observation.latest_successes[i]),
-                cost_per_episode=float(observation.cost_per_episode[i]),
-                conditions=dict(conditions[i]) if conditions else None,
-            )
-            for i, label in enumerate(observation.labels)
-        ]
+        cells = steered_cells(observation)
         model: TransferModel | None
         if learns:  # the recommender chooses it by the evaluations' levels (fit_transfer)
             model = None
@@ -219,5 +232,6 @@ __all__ = [
     "more_of_the_same",
     "proportional",
     "split_budget",
+    "steered_cells",
     "uniform",
 ]

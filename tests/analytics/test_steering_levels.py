@@ -164,6 +164,30 @@ def test_the_levels_show_no_transfer_where_cells_are_independent(seed):
     assert np.all(model.strength < 0.01), model.describe()
 
 
+def test_the_reference_learning_the_transfer_learns_what_steered_acts_on():
+    # informed-learning-transfer measures what learning the transfer costs a strategy that
+    # knows the rest: it must act on the very transfer the steered strategy's recommender
+    # chooses from the same record, not on another reading of it.
+    from analytics.steering.recommend import recommend
+    from analytics.steering.strategies import history_of, learn_transfer, steered_cells
+
+    observation = _played(4, WORLDS["cost"], rounds=2)
+    learnt = learn_transfer(observation)
+    acted_on = recommend(
+        steered_cells(observation),
+        observation.budget,
+        observation.cycles_per_day,
+        history=history_of(observation),
+    ).transfer
+
+    assert learnt is not None and acted_on is not None and learnt.transfers
+    assert learnt.extent == acted_on.extent
+    assert learnt.evaluations == acted_on.evaluations == 3
+    for field in ("strength", "low", "high"):
+        assert np.array_equal(getattr(learnt, field), getattr(acted_on, field)), field
+    assert learnt.describe() == acted_on.describe()
+
+
 def test_one_evaluation_is_no_history_and_the_curves_are_todays():
     observation = _played(3, WorldConfig(), rounds=0)
     model, curves = _fit(observation)

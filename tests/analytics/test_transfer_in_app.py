@@ -160,6 +160,7 @@ def test_the_refit_learns_the_transfer_the_history_shows(history):
 def test_the_refit_says_how_far_it_is_and_a_refit_stopped_midway_stores_nothing(history):
     from accounts.services import JobCancelled
     from analytics.services.steering.curves import REFIT_STEPS, curves_refit_for_run
+    from analytics.steering.transfer import GIBBS_SWEEPS
 
     world, _ = history
     run = EvaluationRun.objects.filter(organization=world.operator).latest("pk")
@@ -174,16 +175,31 @@ def test_the_refit_says_how_far_it_is_and_a_refit_stopped_midway_stores_nothing(
         curves_refit_for_run(run_id=run.pk, progress=stop_at_three)
     assert not CurveFitRecord.objects.filter(campaign=world.campaign).exists()
 
-    # Run through, it reports every curve refit, in order, to the last (told done when the
-    # transfer chosen was refitted already); a history whose changes show no transfer
-    # takes one refit fewer.
+    # Or stopped while it reads the changes, before any curve refit: nothing stored either.
+    def stop_at_sweep_thirty(done: int, total: int, message: str) -> None:
+        if message.endswith(f"sweep 30 of {GIBBS_SWEEPS}"):
+            raise JobCancelled("Cancelled at the user's request.")
+
+    with pytest.raises(JobCancelled):
+        curves_refit_for_run(run_id=run.pk, progress=stop_at_sweep_thirty)
+    assert not CurveFitRecord.objects.filter(campaign=world.campaign).exists()
+
+    # Run through, it reports every sweep of the sampler that reads the changes (the job's
+    # heartbeat through tens of seconds at scale), then every curve refit, in order, to the
+    # last (told done when the transfer chosen was refitted already); a history whose
+    # changes show no transfer takes one refit fewer.
     told: list[tuple[int, int, str]] = []
     (fit,) = curves_refit_for_run(run_id=run.pk, progress=lambda *step: told.append(step))
     name = world.campaign.name
-    total = told[-1][0]
+    reading = f"{name}: refitting, transfer between cells, reading the changes: sweep"
+    assert told[:GIBBS_SWEEPS] == [
+        (0, REFIT_STEPS, f"{reading} {k} of {GIBBS_SWEEPS}") for k in range(1, GIBBS_SWEEPS + 1)
+    ]
+    refits = told[GIBBS_SWEEPS:]
+    total = refits[-1][0]
     assert total in (REFIT_STEPS - 1, REFIT_STEPS)
     prefix = f"{name}: refitting, transfer between cells, curve refit"
-    assert told == [(k, REFIT_STEPS, f"{prefix} {k} of {total}") for k in range(1, total + 1)]
+    assert refits == [(k, REFIT_STEPS, f"{prefix} {k} of {total}") for k in range(1, total + 1)]
     assert fit.transfer["evaluations"] == 3
     # Evidence the latest refit already read is a read: nothing to report.
     told.clear()

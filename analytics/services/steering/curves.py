@@ -5,6 +5,7 @@ evaluation history, and the training counts they are read at (part of
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Callable
 from typing import Any
@@ -163,15 +164,34 @@ Progress = Callable[[int, int, str], None]
 """Told ``(done, total, message)`` as a refit goes (see :data:`REFIT_STEPS`)."""
 
 
-def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> CurveFitRecord:
-    """Refit the campaign's learning curves from its whole evaluation history and store them.
+@dataclasses.dataclass(frozen=True)
+class RefitEvidence:
+    """What a campaign's refit reads: its cells (``keys`` in ``space``), one evaluation per
+    evaluated policy, oldest first (each cell's training counts in the data the policy was
+    trained on, its trials and successes), each cell's training now, and the runs and
+    policies read."""
 
-    A refit reads only stored evidence, and the same evidence gives the same refit: when the
-    latest refit over the same cells read exactly what this one would (its inputs
-    fingerprint), it is returned as it is and nothing is stored. So the refits two imports
-    in a row queue, or one run after a manager already refitted, cost a read, not a fit.
-    ``progress`` is told after each curve refit, in :data:`REFIT_STEPS`.
-    """
+    space: DimensionSpace
+    keys: list[Key]
+    runs: list[int]
+    policies: int
+    counts: np.ndarray
+    trials: np.ndarray
+    successes: np.ndarray
+    n_now: np.ndarray
+
+    @property
+    def slugs(self) -> list[str]:
+        return [d.slug for d in self.space.dimensions]
+
+    def fingerprint(self) -> str:
+        return _inputs_fingerprint(
+            self.slugs, self.keys, self.runs, (self.counts, self.trials, self.successes, self.n_now)
+        )
+
+
+def refit_evidence(*, campaign: Campaign) -> RefitEvidence:
+    """Read the campaign's whole evaluation history as its refit reads it."""
     space = _space(campaign)
     deployment_ids = list(campaign.deployments.values_list("pk", flat=True))
     policies = list(
@@ -211,8 +231,38 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
         for key, (t, s) in outcomes.items():
             trials[e, index[key]], successes[e, index[key]] = t, s
     n_now = np.array([current.get(k, 0.0) for k in keys] or [0.0])
-    slugs = [d.slug for d in space.dimensions]
-    fingerprint = _inputs_fingerprint(slugs, keys, runs, (counts, trials, successes, n_now))
+    return RefitEvidence(
+        space=space,
+        keys=keys,
+        runs=runs,
+        policies=len(policies),
+        counts=counts,
+        trials=trials,
+        successes=successes,
+        n_now=n_now,
+    )
+
+
+def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> CurveFitRecord:
+    """Refit the campaign's learning curves from its whole evaluation history and store them.
+
+    A refit reads only stored evidence, and the same evidence gives the same refit: when the
+    latest refit over the same cells read exactly what this one would (its inputs
+    fingerprint), it is returned as it is and nothing is stored. So the refits two imports
+    in a row queue, or one run after a manager already refitted, cost a read, not a fit.
+    ``progress`` is told after each sweep of the sampler reading the changes and after each
+    curve refit, in :data:`REFIT_STEPS`.
+    """
+    evidence = refit_evidence(campaign=campaign)
+    space, keys, runs = evidence.space, evidence.keys, evidence.runs
+    counts, trials, successes, n_now = (
+        evidence.counts,
+        evidence.trials,
+        evidence.successes,
+        evidence.n_now,
+    )
+    slugs = evidence.slugs
+    fingerprint = evidence.fingerprint()
     latest = (
         CurveFitRecord.objects.filter(campaign=campaign, dimension_slugs=slugs)
         .order_by("-created_at", "-pk")
@@ -229,13 +279,21 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
         if progress is not None:
             progress(done, REFIT_STEPS, f"transfer between cells, curve refit {done} of {total}")
 
+    def swept(done: int, total: int) -> None:
+        if progress is not None:
+            progress(  # the sampler runs before the curve refits
+                0,
+                REFIT_STEPS,
+                f"transfer between cells, reading the changes: sweep {done} of {total}",
+            )
+
     # The refit steering measures in bench/steering.py and the recommender runs: with
     # history, an exponent per cell and an amplitude prior from the cells' conditions, at the
     # effective training of the transfer the evaluations' levels show (fit_transfer).
     transfer: TransferModel | None
     if structure is not None:
         transfer, curves = fit_transfer(
-            structure, counts, trials, successes, n_now, on_step=stepped
+            structure, counts, trials, successes, n_now, on_step=stepped, on_sweep=swept
         )
     else:
         transfer = None
@@ -259,7 +317,7 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
             for k, row in zip(keys, posterior_quantiles(curves.posterior).tolist(), strict=False)
         },
         evidence={
-            "policies": len(policies),
+            "policies": evidence.policies,
             "rows": int(np.count_nonzero(trials > 0)),  # evaluated (policy, cell) pairs
             "runs": runs,
             "inputs": fingerprint,

@@ -16,13 +16,13 @@ cannot tell; a strategy that also has to learn the floors, the transfer and the 
 expect to lose less.
 
 :data:`INFORMED_LEARNING_TRANSFER` is the same reference with one piece of the truth taken
-away: it learns the transfer between cells from how the evaluations changed, per dimension
-(:func:`~analytics.steering.strategies.learn_transfer`, each strength the mean of its marginal
-posterior: what the steered strategy acted on until 2026-12-07, and now one of the candidates
-it weighs by the evaluations' levels, :mod:`analytics.steering.levels`), and knows the rest.
-Its excess over the informed reference's is what learning the transfer from the changes
-costs a strategy that knows everything else. Measured on 2026-12-06, this reference was about
-as far from the oracle as steered was then, where only neighbours share.
+away: it learns the transfer between cells from the evaluations as the steered strategy does
+(:func:`~analytics.steering.strategies.learn_transfer`, chosen by what the evaluations'
+levels say, :mod:`analytics.steering.levels`), and knows the rest. Its excess over the
+informed reference's is what learning the transfer costs a strategy that knows everything
+else; steered's excess over it is the price of learning everything else. Until 2026-12-07
+it read the transfer from how the evaluations changed alone, as steered then did, and was
+about as far from the oracle as steered where only neighbours share.
 
 :data:`INFORMED_WITHOUT_TRANSFER` knows everything the informed reference knows but the
 transfer: it reads every cell as if it learnt only from its own episodes. Its excess over
