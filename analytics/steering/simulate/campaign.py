@@ -167,9 +167,13 @@ FIRST_ROUND_BOUNDS: dict[str, str] = {
 first round (no history yet, where a recommendation is today's), then the named reference.
 ``steered-then-informed`` is the least such a strategy that learns from evaluations can
 expect to lose, ``steered-then-oracle`` the least any can;
-``steered-then-informed-learning-transfer`` the least one that learns the transfer from
-how the evaluations changed can (its first round has one evaluation, which shows no
-transfer, hence steered's); steered also reads their levels, and can do better.
+``steered-then-informed-learning-transfer`` learns the transfer as steered does, by the
+evaluations' levels (its first round has one evaluation, which shows no transfer, hence
+steered's), and knows the rest: what learning the transfer costs. It bounds steered only
+as far as the transfer's errors cost both alike; where cells share values, they cost this
+reference more (measured on 2026-12-07 it was behind steered there), as it reads each cell
+under the true priors at the effective training the learnt model gives, while steered
+refits its curves under that model.
 ``steered-then-informed-without-transfer`` is no bound but a measure: what knowing the
 transfer is worth to the informed reference. Told nothing of it, the reference reads every
 cell under the true priors as if it learnt only from its own episodes, which the world
