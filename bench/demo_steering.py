@@ -47,7 +47,6 @@ def main() -> int:
 
     settings.CELERY_TASK_ALWAYS_EAGER = False
 
-    from analytics.models import CurveFitRecord
     from analytics.services.steering import next_round_recommendation
     from analytics.services.steering.curves import curves_refit, refit_evidence
     from analytics.steering.levels import fit_transfer
@@ -80,8 +79,8 @@ def main() -> int:
         f"{'the same transfer' if same else 'a different transfer'}: {chosen.describe()}"
     )
 
-    # The refit the recommendation reads, stored as the import's job stores it.
-    CurveFitRecord.objects.filter(campaign=campaign).delete()
+    # The refit the recommendation reads, stored as the import's job stores it (or the one
+    # stored already, when it read the same evidence).
     curves_refit(campaign=campaign)
 
     seconds: list[float] = []
