@@ -12,12 +12,12 @@ strategy, the median episodes to target (a seed that never reaches it counts as 
 and how many seeds reached it, then the ratio steered / uniform of the medians and the
 median of the per-seed ratios. Acceptance: ratio <= 0.5.
 
-``--oracle [--seeds 16] [--rounds 12] [--budget 5000] [--bounds] [--only NAME,...]``: for each world family of
-:data:`~analytics.steering.simulate.WORLDS` (independent cells, shared transfer, costs,
-noisy evaluation, drift, all together) and each seed from 1000 on (seeds no other bench or
-test tunes on), runs steered, proportional, uniform and the oracle that knows the hidden
-truth for a fixed number of rounds, and prints per family the median over seeds of each
-strategy's excess failures divided by the oracle's (10th-90th percentile in brackets). The
+``--oracle [--seeds 16] [--rounds 12] [--budget 5000] [--bounds] [--only NAME,...]``: for
+each world family of :data:`~analytics.steering.simulate.WORLDS` (independent cells, shared
+transfer, costs, noisy evaluation, drift, all together) and each seed from 1000 on (seeds no
+other bench or test tunes on), runs steered, proportional, uniform and the oracle that knows
+the hidden truth for a fixed number of rounds, and prints per family the median over seeds of
+each strategy's excess failures divided by the oracle's (10th-90th percentile in brackets). The
 first column is the informed reference (:mod:`analytics.steering.simulate.informed`): it
 knows everything but each cell's own amplitude and exponent and learns those by Bayes' rule
 under the world's true priors, so its ratio is what learning from these evaluations costs
@@ -26,8 +26,10 @@ steered in the first round (no history yet, where the recommendation is today's 
 issue's own test), then the informed reference or the oracle — the least a strategy that
 plays today's first round can lose, learning or knowing the truth from the second round on —
 and then the informed reference that learns the transfer between cells as steered does and
-knows the rest (what learning the transfer costs; the rest of steered's excess over it is
-the price of learning everything else), and the informed reference told nothing of the
+knows the rest (what learning the transfer costs; where only neighbours share, the rest of
+steered's excess over it is the price of learning everything else; where cells share values
+the transfer's errors cost it more than steered, which refits its curves under them), and
+the informed reference told nothing of the
 transfer, reading every cell as if it learnt only from its own episodes (no bound, but what
 knowing the transfer is worth to the reference).
 ``--only`` measures only the strategies named (one column again, say) against the same oracle.
