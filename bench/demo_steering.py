@@ -60,7 +60,8 @@ def main() -> int:
     campaign = Campaign.objects.get(slug="northwind-2027-h1")
 
     evidence = refit_evidence(campaign=campaign)
-    structure = evidence.space.structure(evidence.keys)
+    structure = evidence.structure
+    assert structure is not None, "the demo's refit reads cells"
     arrays = (evidence.counts, evidence.trials, evidence.successes, evidence.n_now)
     evaluations = int((evidence.trials.sum(axis=1) > 0).sum())
     print(f"{len(evidence.keys):,} cells, {evaluations} evaluations")

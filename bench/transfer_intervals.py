@@ -94,7 +94,7 @@ def profile_intervals(
             at = np.searchsorted(grid, strength)
             profile[k] = log_prior[at].sum() + score(strength)
         weights = np.exp(profile - profile.max())
-        low[d], high[d] = tr._interval(weights / weights.sum())
+        low[d], high[d] = tr.equal_tailed_interval(tr.STRENGTH_GRID, weights / weights.sum())
     return low, high
 
 

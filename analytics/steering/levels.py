@@ -32,8 +32,9 @@ the recommendation always read (a recommendation without history is unchanged).
 Measured (``bench/steering.py --oracle``, 2026-12-07, held-out seeds): the steered strategy's
 excess failures over the oracle's fell from 1.118 / 1.138 / 1.137 to 1.099 / 1.127 / 1.122
 in the worlds where only neighbours share (cost, noise, drift), and stayed within 0.002
-elsewhere. The cost is ten or eleven curve refits where there was one
-(``bench/transfer_levels.py``: 3-5x the refit before it).
+elsewhere. The cost is ten or eleven curve refits where there was one: 3.0-5.2x the refit
+before it on synthetic histories of 500 to 20,000 cells (``bench/transfer_levels.py``), 4.9-6.6x
+on the demo's (``bench/demo_steering.py``).
 
 Django-free.
 """
@@ -49,10 +50,10 @@ from analytics.learning import CurveSet, fit_history
 from analytics.steering.transfer import (
     EXTENT_ANY,
     EXTENTS,
-    INTERVAL_LEVEL,
     PRIOR_NO_TRANSFER,
     CellStructure,
     TransferModel,
+    equal_tailed_interval,
     estimate_transfer,
 )
 
@@ -139,11 +140,11 @@ def fit_transfer(
     else:  # one refit fewer than candidate_count says
         total -= 1
     fits = [refit(m) for m in models]
-    log_post = np.array([(f.log_evidence or 0.0) + p for f, p in zip(fits, log_prior, strict=True)])
+    log_post = np.array([_evidence(f) + p for f, p in zip(fits, log_prior, strict=True)])
     posterior = np.exp(log_post - log_post.max())
     posterior /= posterior.sum()
     best = int(np.argmax(posterior))
-    if best == len(models) - 1 and changes.transfers and models[best] is changes:
+    if models[best] is changes:
         # The per-dimension reading of the changes explains the levels best: keep it.
         return changes, _count(fits[best], on_step, total, done)
     extents = [m.extent for m in models]
@@ -169,7 +170,7 @@ def fit_transfer(
         ]
     )
     strength = float(weights @ strengths)
-    low, high = _interval(strengths, weights)
+    low, high = equal_tailed_interval(strengths, weights)
     model = _common(structure, strength, evaluations, extent, interval=(low, high))
     if strength == 0.0:
         return model, _count(fits[0], on_step, total, done)
@@ -196,6 +197,13 @@ def _common(
     )
 
 
+def _evidence(curves: CurveSet) -> float:
+    """The refit's log evidence (every refit here computes it)."""
+    if curves.log_evidence is None:
+        raise ValueError("a curve refit without its log evidence cannot be weighed")
+    return curves.log_evidence
+
+
 def _count(
     curves: CurveSet, on_step: Callable[[int, int], None] | None, total: int, done: int
 ) -> CurveSet:
@@ -203,16 +211,6 @@ def _count(
     if on_step is not None and done < total:
         on_step(total, total)
     return curves
-
-
-def _interval(strengths: FloatArray, weights: FloatArray) -> tuple[float, float]:
-    """The equal-tailed :data:`INTERVAL_LEVEL` interval of the posterior over the strengths."""
-    order = np.argsort(strengths, kind="stable")
-    values, cdf = strengths[order], np.cumsum(weights[order])
-    tail = (1.0 - INTERVAL_LEVEL) / 2.0
-    low = values[min(int(np.searchsorted(cdf, tail)), values.size - 1)]
-    high = values[min(int(np.searchsorted(cdf, 1.0 - tail)), values.size - 1)]
-    return float(low), float(high)
 
 
 __all__ = ["EXTENT_ANY", "LEVEL_STRENGTHS", "candidate_count", "fit_transfer"]

@@ -601,7 +601,7 @@ def estimate_transfer(
     strength = np.asarray(marginals @ STRENGTH_GRID, dtype=np.float64)
     low, high = np.empty(dims), np.empty(dims)
     for d, marginal in enumerate(marginals):
-        low[d], high[d] = _interval(marginal)
+        low[d], high[d] = equal_tailed_interval(STRENGTH_GRID, marginal)
     return TransferModel(
         structure=structure, strength=strength, low=low, high=high, evaluations=evaluations
     )
@@ -837,12 +837,14 @@ def _prior_quantile(level: float) -> float:
     return float(STRENGTH_GRID[min(int(np.searchsorted(np.cumsum(prior), level)), prior.size - 1)])
 
 
-def _interval(posterior: FloatArray) -> tuple[float, float]:
-    """The equal-tailed :data:`INTERVAL_LEVEL` interval of a posterior over the grid."""
+def equal_tailed_interval(values: FloatArray, weights: FloatArray) -> tuple[float, float]:
+    """The equal-tailed :data:`INTERVAL_LEVEL` interval of a discrete posterior: ``weights``
+    (summing to 1) on ``values`` (in any order)."""
+    order = np.argsort(values, kind="stable")
+    ordered, cdf = values[order], np.cumsum(weights[order])
     tail = (1.0 - INTERVAL_LEVEL) / 2.0
-    cdf = np.cumsum(posterior)
-    low = STRENGTH_GRID[min(int(np.searchsorted(cdf, tail)), cdf.size - 1)]
-    high = STRENGTH_GRID[min(int(np.searchsorted(cdf, 1.0 - tail)), cdf.size - 1)]
+    low = ordered[min(int(np.searchsorted(cdf, tail)), cdf.size - 1)]
+    high = ordered[min(int(np.searchsorted(cdf, 1.0 - tail)), cdf.size - 1)]
     return float(low), float(high)
 
 
@@ -855,6 +857,7 @@ __all__ = [
     "STRENGTH_GRID",
     "CellStructure",
     "TransferModel",
+    "equal_tailed_interval",
     "estimate_transfer",
     "transfer_matrix",
 ]

@@ -23,12 +23,12 @@ from analytics.steering.transfer import (
     STRENGTH_GRID,
     CellStructure,
     TransferModel,
-    _interval,
     _log_prior,
     _on_grid,
     _Score,
     _spread_by_groups,
     _spread_on_grid,
+    equal_tailed_interval,
     estimate_transfer,
     transfer_matrix,
 )
@@ -169,7 +169,10 @@ def test_the_intervals_are_the_marginal_posteriors_the_other_strengths_integrate
         successes = trials - rng.binomial(500, rate)
 
         model = estimate_transfer(structure, counts, trials, successes)
-        exact = [_interval(m) for m in _exact_marginals(structure, counts, trials, successes)]
+        exact = [
+            equal_tailed_interval(STRENGTH_GRID, m)
+            for m in _exact_marginals(structure, counts, trials, successes)
+        ]
 
         for d, (low, high) in enumerate(exact):
             for got, want in ((model.low[d], low), (model.high[d], high)):

@@ -27,7 +27,7 @@ from analytics.models import (
 from analytics.selectors import gap_report_latest
 from analytics.services.gap_inputs import UNKNOWN, DimensionSpace
 from analytics.steering.levels import candidate_count, fit_transfer
-from analytics.steering.transfer import TransferModel
+from analytics.steering.transfer import CellStructure, TransferModel
 from campaigns.models import Campaign
 
 Key = tuple[int, ...]
@@ -184,6 +184,11 @@ class RefitEvidence:
     def slugs(self) -> list[str]:
         return [d.slug for d in self.space.dimensions]
 
+    @property
+    def structure(self) -> CellStructure | None:
+        """The cells' conditions, for the transfer between them (None without cells)."""
+        return self.space.structure(self.keys) if self.keys else None
+
     def fingerprint(self) -> str:
         return _inputs_fingerprint(
             self.slugs, self.keys, self.runs, (self.counts, self.trials, self.successes, self.n_now)
@@ -254,26 +259,16 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
     curve refit, in :data:`REFIT_STEPS`.
     """
     evidence = refit_evidence(campaign=campaign)
-    space, keys, runs = evidence.space, evidence.keys, evidence.runs
-    counts, trials, successes, n_now = (
-        evidence.counts,
-        evidence.trials,
-        evidence.successes,
-        evidence.n_now,
-    )
-    slugs = evidence.slugs
+    space, keys = evidence.space, evidence.keys
+    counts, trials, successes = evidence.counts, evidence.trials, evidence.successes
     fingerprint = evidence.fingerprint()
     latest = (
-        CurveFitRecord.objects.filter(campaign=campaign, dimension_slugs=slugs)
+        CurveFitRecord.objects.filter(campaign=campaign, dimension_slugs=evidence.slugs)
         .order_by("-created_at", "-pk")
         .first()
     )
     if latest is not None and (latest.evidence or {}).get("inputs") == fingerprint:
         return latest
-    # How much an episode in one cell trains the cells sharing its conditions, learnt from
-    # the same history (none until two evaluations show it); the curves are read at the
-    # effective training it gives, here and wherever this refit is used.
-    structure = space.structure(keys) if keys else None
 
     def stepped(done: int, total: int) -> None:
         if progress is not None:
@@ -289,19 +284,27 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
 
     # The refit steering measures in bench/steering.py and the recommender runs: with
     # history, an exponent per cell and an amplitude prior from the cells' conditions, at the
-    # effective training of the transfer the evaluations' levels show (fit_transfer).
+    # effective training of the transfer the evaluations' levels show (fit_transfer; none
+    # until two evaluations show it), here and wherever this refit is used.
+    structure = evidence.structure
     transfer: TransferModel | None
     if structure is not None:
         transfer, curves = fit_transfer(
-            structure, counts, trials, successes, n_now, on_step=stepped, on_sweep=swept
+            structure,
+            counts,
+            trials,
+            successes,
+            evidence.n_now,
+            on_step=stepped,
+            on_sweep=swept,
         )
     else:
         transfer = None
-        curves = fit_history(counts, trials, successes, n_now)
+        curves = fit_history(counts, trials, successes, evidence.n_now)
     pooled = curves.pooled
     return CurveFitRecord.objects.create(
         campaign=campaign,
-        dimension_slugs=slugs,
+        dimension_slugs=evidence.slugs,
         f_inf=pooled.f_inf,
         a=pooled.a,
         b=pooled.b,
@@ -319,7 +322,7 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
         evidence={
             "policies": evidence.policies,
             "rows": int(np.count_nonzero(trials > 0)),  # evaluated (policy, cell) pairs
-            "runs": runs,
+            "runs": evidence.runs,
             "inputs": fingerprint,
             "trials": float(trials.sum()),
             "failures": float((trials - successes).sum()),
