@@ -5,7 +5,8 @@ Run: ``DATABASE_URL=... /work/main/.venv/bin/python bench/demo_steering.py [--ru
 
 Seeds the demo and plays its round 1 as ``make run`` does (``seed_demo``, ``demo_round
 --import``), so the campaign ``northwind-2027-h1`` holds two evaluations over the cells of
-its gap report. Then, on the evidence its refit reads
+its gap report (and π-MM7 v1's production at Rotterdam, which the refit reads beside its
+evaluations since 2026-12-07). Then, on the evidence its refit reads
 (:func:`analytics.services.steering.curves.refit_evidence`):
 
 * **the refit**: the transfer chosen by the evaluations' levels and the curves under it
@@ -64,7 +65,11 @@ def main() -> int:
     assert structure is not None, "the demo's refit reads cells"
     arrays = (evidence.counts, evidence.trials, evidence.successes, evidence.n_now)
     evaluations = int((evidence.trials.sum(axis=1) > 0).sum())
-    print(f"{len(evidence.keys):,} cells, {evaluations} evaluations")
+    produced = sum(c for cells in evidence.production.values() for c, _ in cells.values())
+    print(
+        f"{len(evidence.keys):,} cells, {evaluations} policies with outcomes: "
+        f"{evidence.trials.sum():,.0f} trials, {produced:,.0f} of them logged production"
+    )
 
     started = time.perf_counter()
     before = refit_before_levels(structure, *arrays)

@@ -40,6 +40,7 @@ cycles per day, a round counted as one day of production. No acceptance threshol
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -105,12 +106,13 @@ def run_seed(job: Job) -> dict[str, float | None]:
     }
 
 
-OracleJob = tuple[str, int, float, int, Exploration, tuple[str, ...]]
+OracleJob = tuple[str, int, float, int, Exploration, tuple[str, ...], float]
 
 
 def run_against_oracle(job: OracleJob) -> tuple[str, dict[str, float], float, float]:
     """Return one seed's excess failures per strategy, and the oracle's first and last reliability."""
-    family, seed, budget, rounds, exploration, names = job
+    family, seed, budget, rounds, exploration, names, production = job
+    config = dataclasses.replace(WORLDS[family], production_days=production)
     excess: dict[str, float] = {}
     first = last = math.nan
     for name in (*names, ORACLE):
@@ -119,7 +121,7 @@ def run_against_oracle(job: OracleJob) -> tuple[str, dict[str, float], float, fl
             seed=seed,
             rounds=rounds,
             budget=budget,
-            config=WORLDS[family],
+            config=config,
             exploration=exploration,
         )
         excess[name] = excess_failures(result)
@@ -153,7 +155,7 @@ def oracle_main(args: argparse.Namespace) -> int:
         names = only
     started = time.perf_counter()
     jobs: list[OracleJob] = [
-        (family, seed, args.budget, rounds, exploration, names)
+        (family, seed, args.budget, rounds, exploration, names, args.production)
         for seed in range(ORACLE_FIRST_SEED, ORACLE_FIRST_SEED + seeds)
         for family in WORLDS
     ]
@@ -163,7 +165,13 @@ def oracle_main(args: argparse.Namespace) -> int:
     print(
         f"{seeds} seeds ({ORACLE_FIRST_SEED}..{ORACLE_FIRST_SEED + seeds - 1}), {rounds} rounds "
         f"of {args.budget:,.0f} episodes, steered with {exploration.method} "
-        f"{exploration.level:g}, {args.workers} workers ({elapsed:.1f} s)"
+        f"{exploration.level:g}, {args.workers} workers ({elapsed:.1f} s); "
+        + (
+            f"each policy's record holds {args.production:g} day(s) of its production "
+            "beside its evaluation"
+            if args.production
+            else "the record holds evaluations only"
+        )
     )
     print(
         "excess failures / oracle's: median [10th-90th percentile] over seeds; excess = sum "
@@ -231,7 +239,16 @@ def main() -> int:
         help="with --oracle: only these strategies (comma-separated), e.g. to measure one "
         "column of the table again",
     )
+    parser.add_argument(
+        "--production",
+        type=float,
+        default=0.0,
+        help="with --oracle: days of each policy's production the fleet logs beside its "
+        "evaluation (WorldConfig.production_days; default 0, evaluations only)",
+    )
     args = parser.parse_args()
+    if args.production < 0 or not math.isfinite(args.production):
+        parser.error(f"--production must be a number of days >= 0, got {args.production:g}")
     if args.oracle:
         return oracle_main(args)
     if args.seeds is None:

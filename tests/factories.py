@@ -152,6 +152,23 @@ class World:
         return {k: v for k, v in self.__dict__.items() if hasattr(v, "pk")}
 
 
+def another_deployment(world: World, slug: str, **fields: Any) -> Deployment:
+    """A second deployment of ``world``'s operator, customer, site, embodiment and task (in
+    no campaign); ``fields`` override the name, cycles a day, target and the rest."""
+    values: dict[str, Any] = {
+        "organization": world.operator,
+        "customer": world.customer,
+        "slug": slug,
+        "name": slug.replace("-", " ").capitalize(),
+        "site": world.site,
+        "embodiment": world.embodiment,
+        "task": world.task,
+        "cycles_per_day": 1000,
+        "reliability_target": 0.999,
+    }
+    return Deployment.objects.create(**{**values, **fields})
+
+
 def build_world(tag: str) -> World:
     today = timezone.localdate()
     operator = Organization.objects.create(

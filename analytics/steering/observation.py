@@ -35,7 +35,8 @@ class Observation:
 
     ``eval_*`` have one row per evaluation so far (the first is the starting policy) and one
     column per cell; ``eval_train_count[e]`` are the training counts of the policy evaluated
-    in evaluation ``e``. ``round`` counts rounds completed. ``conditions`` names each cell's
+    in evaluation ``e``, and ``eval_trials[e]`` / ``eval_successes[e]`` all its outcomes: its
+    evaluation's, plus the production the fleet logged under it where a world logs any. ``round`` counts rounds completed. ``conditions`` names each cell's
     condition per dimension (``{"lighting": "dim sodium", ...}``), or is empty when the
     cells are only labels. Raises ValueError on shapes or counts that do not agree.
     """

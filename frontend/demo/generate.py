@@ -172,12 +172,15 @@ def production(
         [datasets["lab-mm7-2026"], datasets["pilot-rotterdam-mm7"], datasets["vendor-pretrain-mm7"]]
     )
     fa6_train = train_counts([datasets["lab-fa6-2026"]])
+    # Rotterdam runs π-MM7 v1 (released 60 days ago) and the fleet says so: its cycles are
+    # that policy's outcomes, which the curve refit reads beside its evaluations. Duisburg's
+    # FA6 runs a policy the demo does not register: its cycles name none.
     plans = [
-        ("rotterdam-totes", 14, train),
-        ("duisburg-induction", 2, fa6_train),
-        ("leeds-backroom", 0, train),
+        ("rotterdam-totes", 14, train, "pi-mm7-v1"),
+        ("duisburg-induction", 2, fa6_train, ""),
+        ("leeds-backroom", 0, train, ""),
     ]
-    for slug, days, counts in plans:
+    for slug, days, counts, policy in plans:
         dep = deployments[slug]
         if days == 0 or ProductionLog.objects.filter(deployment=dep).exists():
             continue
@@ -199,6 +202,7 @@ def production(
                         deployment=dep,
                         condition_set_id=ids[combo],
                         day=day,
+                        policy=policy,
                         cycles=cycles,
                         failures=failures,
                     )

@@ -221,6 +221,8 @@ def test_each_world_family_is_the_benchmark_world_with_its_hardships():
         ({"drift_round": -1}, "drift_round"),
         ({"drift_cells": 1.5}, "drift_cells"),
         ({"drift_amplitude": -1.0}, "drift_amplitude"),
+        ({"production_days": -1.0}, "production_days"),
+        ({"production_days": float("nan")}, "production_days"),
     ],
 )
 def test_a_world_config_refuses_knobs_out_of_range(knobs, message):
@@ -345,6 +347,58 @@ def test_a_strategy_sees_drift_only_in_the_evaluations():
         assert same == (field.name != "eval_successes"), field.name
     assert np.array_equal(seen.eval_successes[:2], seen_drifting.eval_successes[:2])
     assert seen_drifting.eval_successes[2:].sum() < seen.eval_successes[2:].sum()
+
+
+# --- the fleet's production --------------------------------------------------------------
+
+
+def test_logged_production_adds_each_policy_s_cycles_to_its_outcomes_and_moves_no_other_draw():
+    plain = make_world(7, config=WorldConfig(drift_round=2))
+    logged = make_world(7, config=WorldConfig(drift_round=2, production_days=1.5))
+    run_campaign(plain, proportional, 3)
+    run_campaign(logged, proportional, 3)
+    seen, seen_logged = plain.observe(), logged.observe()
+
+    cycles = logged.production_cycles()
+    assert cycles.sum() == 7_500  # a day and a half of 5,000 cycles, by target share
+    assert np.abs(cycles - 7_500 * logged.target_share).max() < 1
+    assert plain.production_cycles().sum() == 0
+    # Each policy's outcomes are its evaluation's and its production's, drawn apart: the
+    # evaluations are the same draws whether production is logged or not.
+    assert np.array_equal(seen_logged.eval_trials, seen.eval_trials + cycles[None, :])
+    ran = seen_logged.eval_successes - seen.eval_successes
+    assert np.all(ran >= 0) and np.all(ran <= cycles[None, :])
+    for field in ("target_share", "train_count", "eval_train_count", "cost_per_episode"):
+        assert np.array_equal(getattr(seen, field), getattr(seen_logged, field)), field
+    assert (
+        run_campaign(make_world(7), proportional, 3).interventions_per_day
+        == (
+            run_campaign(make_world(7, config=WorldConfig(production_days=1.0)), proportional, 3)
+        ).interventions_per_day
+    )
+
+
+def test_logged_production_fails_at_the_policy_s_true_rate_drift_included():
+    days = 400.0  # two million cycles a policy: each cell's frequency is close to its rate
+    world = make_world(8, config=WorldConfig(drift_round=1, production_days=days))
+    plain = make_world(8, config=WorldConfig(drift_round=1))
+    for w in (world, plain):
+        w.train(np.zeros(w.train_count.size, dtype=np.int64))
+        w.evaluate()
+    logged, evaluated = world.observe(), plain.observe()
+    cycles = world.production_cycles()
+    for e in (0, 1):  # before the drift and after it
+        rate = _truth_of(world, e).rate(logged.eval_train_count[e])
+        failed = (logged.eval_trials[e] - logged.eval_successes[e]) - (
+            evaluated.eval_trials[e] - evaluated.eval_successes[e]
+        )
+        expected = cycles * rate
+        spread = np.sqrt(cycles * rate * (1 - rate))
+        seen = cycles > 0
+        assert np.all(np.abs(failed - expected)[seen] <= 5 * spread[seen] + 1)
+    # The second policy fails under the drift: its production shows the new failure mode.
+    n = logged.eval_train_count[1]
+    assert np.sum(_truth_of(world, 1).rate(n) > 2 * _truth_of(world, 0).rate(n)) >= 10
 
 
 # --- the oracle --------------------------------------------------------------------------

@@ -240,6 +240,27 @@ def test_simulate_campaign_plays_a_world_family_with_a_reference_that_reads_the_
     assert result["episodes"][2] <= 10_000  # the budget caps what it buys
 
 
+def test_simulate_campaign_plays_a_world_whose_fleet_logs_production_and_refuses_a_bad_span():
+    def played(*extra: str) -> dict:
+        stdout = StringIO()
+        call_command(
+            "simulate_campaign",
+            *("--strategy", "informed", "--world", "noise", "--rounds", "3", "--seed", "7"),
+            *extra,
+            "--json",
+            stdout=stdout,
+        )
+        return json.loads(stdout.getvalue())
+
+    # The informed reference reads its cells from their outcomes: a day of production a
+    # policy beside 300 evaluation trials changes what it reads, and so what it buys.
+    alone, logged = played(), played("--production", "1")
+    assert alone["interventions_per_day"][0] == logged["interventions_per_day"][0]
+    assert alone["interventions_per_day"][1:] != logged["interventions_per_day"][1:]
+    with pytest.raises(CommandError, match="--production must be a number of days >= 0"):
+        call_command("simulate_campaign", "--production", "-1", stdout=StringIO())
+
+
 def test_the_simulated_steered_strategy_is_what_manage_py_recommend_does(tmp_path):
     # bench/steering.py measures the steered strategy; what it measures must be the
     # recommendation a person gets from the same record written as the command's input

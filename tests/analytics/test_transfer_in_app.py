@@ -21,7 +21,7 @@ from django.urls import reverse
 
 from analytics.curves import LearningCurve
 from analytics.gap import gap_curves
-from analytics.learning import POSTERIOR_LEVELS, curves_from_quantiles
+from analytics.learning import POSTERIOR_LEVELS, curves_from_quantiles, curves_on_history
 from analytics.models import (
     CurveFitRecord,
     EvaluationResult,
@@ -39,6 +39,7 @@ from campaigns.planning.gain import decay_fraction
 from labeling.models import Dataset, Episode
 from sites.models import ConditionDimension, ConditionShare, ConditionValue, ProductionLog
 from sites.services import condition_set_intern
+from tests.factories import another_deployment
 
 CLUTTER_STRENGTH = 0.4
 TRIALS = 3000
@@ -320,8 +321,9 @@ def test_the_gap_report_reads_every_cell_on_the_refit_of_its_history(history, cl
     fit = curves_refit(campaign=world.campaign)
     report = _report(world)
     page = client_for(world.manager).get(reverse("planner:gap-report", args=[report.pk]))
-    assert "read on the campaign's whole evaluation history (4 cells refitted" in (
-        page.content.decode()
+    assert (
+        "read on the campaign's whole history of outcomes, every policy's evaluations and logged production (4 cells refitted"
+        in (page.content.decode())
     )
 
     pooled = LearningCurve(f_inf=fit.f_inf, a=fit.a, b=fit.b)
@@ -380,7 +382,8 @@ def test_the_recommendation_reads_back_the_curves_the_report_scored(history):
     )
 
     assert rec["notes"][0].startswith(
-        "Curves: every cell is read on the campaign's evaluation history (the refit of 4 cells"
+        "Curves: every cell is read on the campaign's history of outcomes, every policy's "
+        "evaluations and logged production (the refit of 4 cells"
     )
     assert rec["allocations"]
     for cell in rec["allocations"]:
@@ -462,3 +465,124 @@ def test_the_refit_holds_no_more_of_a_cell_than_the_report_still_reads(history):
     shrunk = held([TRIALS, 100, 0, 5], [TRIALS - failures[0], 100, 0, 0])
     assert shrunk.trials.tolist() == [TRIALS, 100, 0, min(failures[3], 5)]
     assert shrunk.successes.tolist() == [TRIALS - failures[0], 100, 0, 0]
+
+
+def _log(deployment, condition_set, day: int, cycles: int, failures: int, policy: str):
+    return ProductionLog.objects.create(
+        deployment=deployment,
+        condition_set=condition_set,
+        day=date(2026, 10, day),
+        cycles=cycles,
+        failures=failures,
+        policy=policy,
+    )
+
+
+def test_the_refit_reads_each_policys_logged_production_as_its_outcomes(history, world_b):
+    """The fleet's cycles under a policy are outcomes of that policy: the refit reads them
+    beside its evaluations, per cell, at the training the policy had. Cycles the fleet did
+    not attribute, cycles at a deployment outside the campaign and another organization's
+    cycles under the same slug are no outcomes of this campaign's policies."""
+    world, sets = history
+    dim_dense, bright_tidy = sets[("dim", "dense")], sets[("bright", "tidy")]
+    without = curves_refit(campaign=world.campaign)
+    p1 = PolicyVersion.objects.get(organization=world.operator, slug="p1")
+    p3 = PolicyVersion.objects.get(organization=world.operator, slug="p3")
+    _log(world.deployment, dim_dense, 3, 5000, 40, "p3")
+    _log(world.deployment, dim_dense, 4, 4000, 30, "p3")
+    _log(world.deployment, bright_tidy, 4, 7000, 3, "p1")
+    _log(world.deployment, dim_dense, 5, 9000, 900, "")  # not attributed: no policy's
+    elsewhere = another_deployment(world, "dep-elsewhere")
+    _log(elsewhere, dim_dense, 5, 9000, 900, "p3")  # not a deployment of the campaign
+    other_set = condition_set_intern(
+        organization=world_b.operator, value_ids=[world_b.values[1].pk]
+    )
+    _log(world_b.deployment, other_set, 5, 9000, 900, "p3")  # another organization's p3
+
+    fit = curves_refit(campaign=world.campaign)
+
+    assert fit.pk != without.pk  # new evidence, a new refit
+    held = fit.evidence["production"]
+    assert held == {
+        str(p3.pk): {_key(dim_dense): [9000.0, 9000.0 - 70]},
+        str(p1.pk): {_key(bright_tidy): [7000.0, 7000.0 - 3]},
+    }
+    assert fit.evidence["production_cycles"] == 16000
+    assert fit.evidence["trials"] == without.evidence["trials"] + 16000
+    assert fit.evidence["failures"] == without.evidence["failures"] + 73
+    # The same evidence again is the same refit.
+    assert curves_refit(campaign=world.campaign).pk == fit.pk
+
+
+def test_production_the_refit_read_is_not_added_again_by_the_report_and_later_production_is(
+    history,
+):
+    world, sets = history
+    dim_dense = sets[("dim", "dense")]
+    key = tuple(sorted(dim_dense.value_ids))
+    # The latest policy ran 9,000 cycles in (dim, dense) before the refit, 70 failing.
+    _log(world.deployment, dim_dense, 3, 9000, 70, "p3")
+    fit = curves_refit(campaign=world.campaign)
+    report = _report(world)
+    cells = {tuple(c.value_ids): c for c in GapCell.objects.filter(report=report)}
+
+    # The report reads the evaluation and the production (since the release: all of it),
+    # and the refit holds both: nothing is read twice, the cell is the refit's reading.
+    assert report.summary["history"]["held_trials"] == TRIALS * len(sets) + 9000
+    assert cells[key].trials == TRIALS + 9000
+    pooled = LearningCurve(f_inf=fit.f_inf, a=fit.a, b=fit.b)
+    cell = cells[key]
+
+    def read(held_trials: float, held_successes: float) -> float:
+        curves, _ = curves_on_history(
+            pooled,
+            fit.tau,
+            [fit.posteriors[_key(dim_dense)]],
+            [held_trials],
+            [held_successes],
+            [cell.effective_count],
+            [cell.trials],
+            [cell.successes],
+        )
+        return float(curves.rate([cell.effective_count])[0])
+
+    eval_failures = TRIALS - (cell.successes - (9000 - 70))
+    holding_all = read(TRIALS + 9000, cell.successes)
+    holding_evaluation_only = read(TRIALS, TRIALS - eval_failures)
+    assert cell.failure_rate == pytest.approx(holding_all, rel=1e-6)
+    # Read twice, the 9,000 cycles would move the cell measurably (what this test guards).
+    assert abs(holding_evaluation_only / holding_all - 1) > 0.05
+
+    # Production logged after the refit, 300 failures in 3,000 cycles (10%), is read once:
+    # on top of the refit, it raises the cell and no other.
+    _log(world.deployment, dim_dense, 9, 3000, 300, "p3")
+    later = _report(world)
+    after = {tuple(c.value_ids): c for c in GapCell.objects.filter(report=later)}
+    assert later.summary["curve"]["refit"] == fit.pk
+    assert later.summary["history"]["held_trials"] == TRIALS * len(sets) + 9000
+    assert after[key].trials == TRIALS + 12000
+    assert after[key].failure_rate > 3 * cell.failure_rate
+    for other, c in after.items():
+        if other != key:
+            assert c.failure_rate == pytest.approx(cells[other].failure_rate, rel=1e-6)
+
+
+def test_a_policy_seen_only_in_production_is_evidence_of_its_training(history):
+    """A policy the fleet ran but nobody evaluated still shows how the cells fell with the
+    data it was trained on: its production is a row of the refit's history."""
+    world, sets = history
+    before = curves_refit(campaign=world.campaign)
+    p4 = PolicyVersion.objects.create(
+        organization=world.operator, slug="p4", name="p4", embodiment=world.embodiment
+    )
+    p4.trained_on_datasets.set(Dataset.objects.filter(organization=world.operator))
+    for condition_set in sets.values():
+        _log(world.deployment, condition_set, 6, 4000, 4, "p4")
+
+    fit = curves_refit(campaign=world.campaign)
+
+    assert before.transfer["evaluations"] == 3
+    assert fit.transfer["evaluations"] == 4
+    assert fit.evidence["production"] == {
+        str(p4.pk): {_key(s): [4000.0, 3996.0] for s in sets.values()}
+    }

@@ -13,6 +13,7 @@ import pytest
 from django.urls import reverse
 
 from frontend.templatetags.fc import count
+from tests.factories import another_deployment
 
 
 def visible_text(body: bytes) -> str:
@@ -23,18 +24,8 @@ def visible_text(body: bytes) -> str:
 
 
 def _unmeasured_deployment(world):
-    from sites.models import Deployment
-
-    return Deployment.objects.create(
-        organization=world.operator,
-        customer=world.customer,
-        slug="dep-unmeasured",
-        name="Deployment never measured",
-        site=world.site,
-        embodiment=world.embodiment,
-        task=world.task,
-        cycles_per_day=500,
-        reliability_target=0.999,
+    return another_deployment(
+        world, "dep-unmeasured", name="Deployment never measured", cycles_per_day=500
     )
 
 

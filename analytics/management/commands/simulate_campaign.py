@@ -1,5 +1,5 @@
 """python manage.py simulate_campaign --strategy steered|uniform|proportional|more-of-the-same|oracle|informed|all
---rounds R --budget B --seed S [--world FAMILY] [--json]
+--rounds R --budget B --seed S [--world FAMILY] [--production DAYS] [--json]
 
 Pure: runs the synthetic campaign of :mod:`analytics.steering.simulate` and prints
 interventions per day by round and the episodes needed to reach the reliability target.
@@ -43,6 +43,13 @@ class Command(BaseCommand):
             help="the benchmark's world, or one with a hardship (transfer between cells "
             "sharing conditions, costs 5x apart, noisy evaluations, drift) or all of them",
         )
+        parser.add_argument(
+            "--production",
+            type=float,
+            default=0.0,
+            help="days of each policy's production the fleet logs beside its evaluation, as "
+            "outcomes a strategy reads (default 0: evaluations only)",
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -60,6 +67,10 @@ class Command(BaseCommand):
             if not 0 < options["target"] < 1:
                 raise CommandError("--target must be between 0 and 1", returncode=2)
             config = dataclasses.replace(config, reliability_target=options["target"])
+        production = options["production"]
+        if not (production >= 0 and production != float("inf")):
+            raise CommandError("--production must be a number of days >= 0", returncode=2)
+        config = dataclasses.replace(config, production_days=production)
         names = STRATEGIES if options["strategy"] == "all" else (options["strategy"],)
         results = [
             simulate(name, seed=options["seed"], rounds=rounds, budget=budget, config=config)

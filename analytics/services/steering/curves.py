@@ -1,5 +1,6 @@
 """Refit a campaign's learning curves and the transfer between its cells from its whole
-evaluation history, and the training counts they are read at (part of
+history of outcomes (every policy's evaluations and the production the fleet logged under
+it), and the training counts they are read at (part of
 :mod:`analytics.services.steering`).
 """
 
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 from django.db import connection
-from django.db.models import Q
+from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Job
@@ -129,14 +130,51 @@ def _outcomes(
     return out
 
 
-REFIT_INPUTS_VERSION = "3"
+def _production(
+    policies: list[PolicyVersion], space: DimensionSpace, deployment_ids: list[int]
+) -> dict[int, dict[Key, list[float]]]:
+    """Each policy's logged production at the campaign's deployments, per cell: cycles and
+    cycles that did not fail, from the fleet's logs that name the policy (by its slug; cycles
+    the fleet did not attribute to a policy are no policy's outcomes)."""
+    by_slug = {p.slug: p.pk for p in policies}
+    if not by_slug or not deployment_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT policy, condition_set_id, SUM(cycles), SUM(cycles - failures)
+            FROM sites_productionlog
+            WHERE deployment_id = ANY(%s) AND policy = ANY(%s)
+            GROUP BY 1, 2
+            """,
+            [deployment_ids, list(by_slug)],
+        )
+        rows = cursor.fetchall()
+        cursor.execute(
+            "SELECT id, value_ids FROM sites_conditionset WHERE id = ANY(%s)",
+            [list({r[1] for r in rows})],
+        )
+        keys = {pk: space.project(v) for pk, v in cursor.fetchall()}
+    out: dict[int, dict[Key, list[float]]] = {}
+    for slug, set_id, cycles, successes in rows:
+        key = keys[set_id]
+        if UNKNOWN in key:
+            continue
+        acc = out.setdefault(by_slug[slug], {}).setdefault(key, [0.0, 0.0])
+        acc[0] += float(cycles)
+        acc[1] += float(successes)
+    return out
+
+
+REFIT_INPUTS_VERSION = "4"
 """Part of every refit's inputs fingerprint: raise it when the refit's model changes, so a
 refit on unchanged evidence is made again rather than taken as current. 2: each transfer
 strength is the mean of its marginal posterior, with an interval, at every size (before, the
 mean with the others at their most probable, and above 2,000 cells without an interval). 3:
 the transfer is chosen by the evaluations' levels, one strength for every dimension and how
 far it reaches, or the per-dimension reading of the changes where that explains them best
-(:func:`analytics.steering.levels.fit_transfer`)."""
+(:func:`analytics.steering.levels.fit_transfer`). 4: each policy's outcomes hold its logged
+production beside its evaluations, and the policies are read oldest first."""
 
 
 def _inputs_fingerprint(
@@ -166,10 +204,11 @@ Progress = Callable[[int, int, str], None]
 
 @dataclasses.dataclass(frozen=True)
 class RefitEvidence:
-    """What a campaign's refit reads: its cells (``keys`` in ``space``), one evaluation per
-    evaluated policy, oldest first (each cell's training counts in the data the policy was
-    trained on, its trials and successes), each cell's training now, and the runs and
-    policies read."""
+    """What a campaign's refit reads: its cells (``keys`` in ``space``), one row of outcomes
+    per policy with any, oldest first (each cell's training counts in the data the policy was
+    trained on, and its trials and successes: its evaluations' plus its logged production),
+    each cell's training now, the runs and policies read, and the production each policy's
+    row holds (``production[policy id][key]``: cycles, successes)."""
 
     space: DimensionSpace
     keys: list[Key]
@@ -179,6 +218,7 @@ class RefitEvidence:
     trials: np.ndarray
     successes: np.ndarray
     n_now: np.ndarray
+    production: dict[int, dict[Key, list[float]]] = dataclasses.field(default_factory=dict)
 
     @property
     def slugs(self) -> list[str]:
@@ -196,13 +236,17 @@ class RefitEvidence:
 
 
 def refit_evidence(*, campaign: Campaign) -> RefitEvidence:
-    """Read the campaign's whole evaluation history as its refit reads it."""
+    """Read the campaign's whole history of outcomes as its refit reads it: each policy's
+    evaluations and the production the fleet logged under it at the campaign's deployments
+    (the fleet's cycles are outcomes of the policy that ran them, and the most of them)."""
     space = _space(campaign)
     deployment_ids = list(campaign.deployments.values_list("pk", flat=True))
     policies = list(
         PolicyVersion.objects.filter(
             organization_id=campaign.organization_id, embodiment__in=campaign.embodiments.all()
-        ).prefetch_related("trained_on_datasets", "trained_on_rounds")
+        )
+        .order_by(F("released_on").asc(nulls_last=True), "created_at", "pk")
+        .prefetch_related("trained_on_datasets", "trained_on_rounds")
     )
     # The runs this refit holds, named once: a report reads on top of it only what they miss.
     runs = sorted(
@@ -213,11 +257,16 @@ def refit_evidence(*, campaign: Campaign) -> RefitEvidence:
     current = train_counts(campaign=campaign, space=space)
     keys: list[Key] = sorted(current)
     index = {k: i for i, k in enumerate(keys)}
-    # One evaluation per evaluated policy, oldest first: the training counts of every cell
-    # in the data it was trained on, and its outcomes where it was evaluated.
+    production = _production(policies, space, deployment_ids)
+    # One row per policy with outcomes, oldest first: the training counts of every cell in
+    # the data it was trained on, and its outcomes where it was evaluated or ran.
     evaluated: list[tuple[dict[Key, float], dict[Key, list[float]]]] = []
     for policy in policies:
         outcomes = _outcomes(policy, space, deployment_ids, run_ids=runs)
+        for key, (cycles, ran) in production.get(policy.pk, {}).items():
+            acc = outcomes.setdefault(key, [0.0, 0.0])
+            acc[0] += cycles
+            acc[1] += ran
         if not outcomes:
             continue
         trained = train_counts(campaign=campaign, space=space, dataset_ids=policy_datasets(policy))
@@ -245,11 +294,13 @@ def refit_evidence(*, campaign: Campaign) -> RefitEvidence:
         trials=trials,
         successes=successes,
         n_now=n_now,
+        production=production,
     )
 
 
 def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> CurveFitRecord:
-    """Refit the campaign's learning curves from its whole evaluation history and store them.
+    """Refit the campaign's learning curves from its whole history of outcomes (every
+    policy's evaluations and logged production, :func:`refit_evidence`) and store them.
 
     A refit reads only stored evidence, and the same evidence gives the same refit: when the
     latest refit over the same cells read exactly what this one would (its inputs
@@ -302,6 +353,13 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
         transfer = None
         curves = fit_history(counts, trials, successes, evidence.n_now)
     pooled = curves.pooled
+    produced = {
+        str(policy_id): {
+            ",".join(map(str, space.value_ids(k))): [float(c), float(s)]
+            for k, (c, s) in cells.items()
+        }
+        for policy_id, cells in evidence.production.items()
+    }
     return CurveFitRecord.objects.create(
         campaign=campaign,
         dimension_slugs=evidence.slugs,
@@ -326,6 +384,10 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
             "inputs": fingerprint,
             "trials": float(trials.sum()),
             "failures": float((trials - successes).sum()),
+            "production_cycles": float(sum(c for p in produced.values() for c, _ in p.values())),
+            # What each policy's row holds of its production, per cell: a gap report reads on
+            # top of the refit only the outcomes the refit does not hold (refit_history).
+            "production": produced,
             "reason": curves.fit.reason,
         },
         transfer=transfer.stored() if transfer is not None else {},
@@ -423,8 +485,9 @@ def refit_history(
     successes: np.ndarray,
 ) -> CellHistory | None:
     """The refit's reading of each of ``keys`` (a gap report's cells), and the outcomes of
-    the report's policy (``policy_id``, the latest) it already holds, so the report adds
-    only the rest of its ``trials`` / ``successes`` per cell. ``None`` for a refit that
+    the report's policy (``policy_id``, the latest) it already holds, its evaluations and
+    the production it read, so the report adds only the rest of its ``trials`` /
+    ``successes`` per cell. ``None`` for a refit that
     stored no posteriors (made before they were)."""
     if not refit.posteriors:
         return None
@@ -436,13 +499,23 @@ def refit_history(
             quantiles[i] = row
     held_trials, held_successes = np.zeros(len(keys)), np.zeros(len(keys))
     runs = list((refit.evidence or {}).get("runs") or [])
+    index = {k: i for i, k in enumerate(keys)}
     if policy_id is not None and runs:
         deployment_ids = list(campaign.deployments.values_list("pk", flat=True))
-        index = {k: i for i, k in enumerate(keys)}
         held = _outcomes(policy_id, space, deployment_ids, run_ids=runs)
         for key, (t, s) in held.items():
             if key in index:
                 held_trials[index[key]], held_successes[index[key]] = t, s
+    # And the policy's production the refit read, as it stored it (production logs grow in
+    # place, so what it read is kept, not read again).
+    produced = ((refit.evidence or {}).get("production") or {}).get(str(policy_id)) or {}
+    if produced:
+        by_ids = {",".join(map(str, space.value_ids(k))): i for k, i in index.items()}
+        for ids, (cycles, ran) in produced.items():
+            at = by_ids.get(ids)
+            if at is not None:
+                held_trials[at] += cycles
+                held_successes[at] += ran
     # What the refit holds is part of what the report reads, run for run; should a cell's
     # evidence have shrunk since (a deployment taken off the campaign), only what the
     # report still reads counts as held, its failures and its successes each.

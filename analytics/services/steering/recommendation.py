@@ -105,7 +105,7 @@ def next_round_recommendation(
     history = report.summary.get("history") or {}
     kept: list[list[float]] = [r["log_multiplier"] for r in stored if r["log_multiplier"]]
     if pooled is not None and history and stored and len(kept) == len(stored):
-        # The report read every cell on the campaign's evaluation history: the quantiles it
+        # The report read every cell on the campaign's history of outcomes: the quantiles it
         # stored give back the curves it scored.
         all_curves = curves_from_quantiles(
             pooled,
@@ -116,10 +116,11 @@ def next_round_recommendation(
             [r["successes"] for r in stored],
         )
         curves_note: str | None = (
-            f"Curves: every cell is read on the campaign's evaluation history (the refit of "
+            f"Curves: every cell is read on the campaign's history of outcomes, every "
+            f"policy's evaluations and logged production (the refit of "
             f"{history.get('cells', 0):,} cells, each with its own learning pace and its "
-            "conditions), plus the production since the release and any evaluation imported "
-            "after the refit."
+            "conditions), plus the production logged since the refit and any evaluation "
+            "imported after it."
         )
     else:
         all_curves = gap_curves(

@@ -38,6 +38,10 @@ class WorldConfig:
     ``transfer`` is the neighbours' share under ``transfer_model="neighbours"`` and ignored
     under ``"shared"`` (which uses ``transfer_range`` and ``transfer_noise``).
     ``cost_spread`` 0 makes every episode cost 1. ``drift_round`` ``None`` means no drift.
+    ``production_days`` is how many days of each policy's production the fleet logs, per
+    cell, as outcomes of that policy beside its evaluation (0: none, the record holds
+    evaluations only); one day is the day a round is counted as (:func:`excess_failures`),
+    so the failures the campaign is measured by are the failures its record shows.
     Raises ValueError for a knob out of its range.
     """
 
@@ -58,6 +62,7 @@ class WorldConfig:
     drift_round: int | None = None
     drift_cells: float = 0.15
     drift_amplitude: float = 2.0
+    production_days: float = 0.0
 
     def __post_init__(self) -> None:
         if self.transfer_model not in TRANSFER_MODELS:
@@ -78,6 +83,8 @@ class WorldConfig:
             raise ValueError(f"drift_cells must be a fraction in [0, 1], got {self.drift_cells}")
         if self.drift_amplitude < 0:
             raise ValueError(f"drift_amplitude must be >= 0, got {self.drift_amplitude}")
+        if not (math.isfinite(self.production_days) and self.production_days >= 0):
+            raise ValueError(f"production_days must be >= 0, got {self.production_days}")
 
 
 # Transfer from the lab-heavy starting data lifts every cell: at strengths of 0.1-0.5 a new
@@ -200,16 +207,30 @@ class World:
         self.round = 0
         self.__truth = truth
         self._noise = np.random.default_rng([seed, 0x5EED])
+        # Production draws from a stream of its own: the evaluations stay the same draw for
+        # draw whether or not the fleet's production is logged.
+        self._production = np.random.default_rng([seed, 0x9D0C])
         self._eval_n: list[FloatArray] = []
         self._eval_trials: list[FloatArray] = []
         self._eval_successes: list[FloatArray] = []
+        self._prod_cycles: list[FloatArray] = []
+        self._prod_successes: list[FloatArray] = []
         self.evaluate()
 
     # --- observable ------------------------------------------------------------------
 
     def observe(self) -> Observation:
-        """Return what a strategy may see now (copies, read-only)."""
+        """Return what a strategy may see now (copies, read-only).
+
+        Each policy's outcomes are its evaluation's trials and successes plus, where the
+        world logs production (``production_days``), its production cycles and successes.
+        """
         size = len(self.labels)
+        trials = np.array(self._eval_trials).reshape(-1, size)
+        successes = np.array(self._eval_successes).reshape(-1, size)
+        if self._prod_cycles:
+            trials = trials + np.array(self._prod_cycles).reshape(-1, size)
+            successes = successes + np.array(self._prod_successes).reshape(-1, size)
         return Observation(
             round=self.round,
             labels=self.labels,
@@ -220,29 +241,44 @@ class World:
             cycles_per_day=self.config.cycles_per_day,
             reliability_target=self.config.reliability_target,
             eval_train_count=np.array(self._eval_n).reshape(-1, size),
-            eval_trials=np.array(self._eval_trials).reshape(-1, size),
-            eval_successes=np.array(self._eval_successes).reshape(-1, size),
+            eval_trials=trials,
+            eval_successes=successes,
             conditions=self.conditions,
         )
 
-    def evaluation_trials(self) -> FloatArray:
-        """Return this round's evaluation trials per cell: ``eval_trials`` by target share."""
-        exact = self.config.eval_trials * self.target_share
+    def _by_share(self, total: float) -> FloatArray:
+        """Return ``total`` whole trials spread over the cells by target share (largest
+        remainders)."""
+        exact = total * self.target_share
         trials = np.floor(exact)
-        left = int(self.config.eval_trials - trials.sum())
+        left = round(total - float(trials.sum()))
         order = np.lexsort((np.arange(exact.size), -(exact - trials)))
         trials[order[:left]] += 1
         return trials
 
+    def evaluation_trials(self) -> FloatArray:
+        """Return this round's evaluation trials per cell: ``eval_trials`` by target share."""
+        return self._by_share(float(self.config.eval_trials))
+
+    def production_cycles(self) -> FloatArray:
+        """Return the production cycles per cell the fleet logs of each policy:
+        ``production_days`` days of ``cycles_per_day``, by target share."""
+        return self._by_share(math.floor(self.config.production_days * self.config.cycles_per_day))
+
     def evaluate(self) -> None:
-        """Evaluate the current policy: binomial failures from the hidden curves."""
+        """Evaluate the current policy: binomial failures from the hidden curves; and, where
+        the world logs production, its production, binomial failures at the same rates."""
+        rate = self._truth_now().rate(self.train_count)
         trials = self.evaluation_trials()
-        failures = self._noise.binomial(
-            trials.astype(np.int64), self._truth_now().rate(self.train_count)
-        )
+        failures = self._noise.binomial(trials.astype(np.int64), rate)
         self._eval_n.append(self.train_count.copy())
         self._eval_trials.append(trials)
         self._eval_successes.append(trials - failures)
+        if self.config.production_days > 0:
+            cycles = self.production_cycles()
+            failed = self._production.binomial(cycles.astype(np.int64), rate)
+            self._prod_cycles.append(cycles)
+            self._prod_successes.append(cycles - failed)
 
     def train(self, episodes: npt.ArrayLike) -> None:
         """Add a round's episodes, checking they are whole, non-negative and within budget.
