@@ -378,7 +378,8 @@ def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> Ca
 def _outcome_rows(
     campaign: Campaign, deployments: list[Deployment], embodiment_ids: list[int]
 ) -> tuple[dict[str, Any], list[tuple[int, int, int]]]:
-    """Observed outcomes per condition set: the latest policy's evaluations plus recent production."""
+    """Observed outcomes per condition set: the latest policy's evaluations plus its
+    production since its release (cycles naming it, or naming no policy)."""
     from analytics.models import PolicyVersion
 
     policy = (
@@ -409,14 +410,18 @@ def _outcome_rows(
             rows.extend(eval_rows)
             evidence["evaluation_trials"] = int(sum(r[1] for r in eval_rows))
         since = policy.released_on if policy and policy.released_on else None
+        # The policy's production: cycles since its release that name it or name none
+        # (cycles naming another version are that version's outcomes, not this one's).
+        slug = policy.slug if policy is not None else None
         cursor.execute(
             """
             SELECT condition_set_id, SUM(cycles), SUM(cycles - failures)
             FROM sites_productionlog
             WHERE deployment_id = ANY(%s) AND (%s::date IS NULL OR day >= %s::date)
+              AND (%s::text IS NULL OR policy = %s OR policy = '')
             GROUP BY condition_set_id
             """,
-            [dep_ids, since, since],
+            [dep_ids, since, since, slug, slug],
         )
         prod_rows = cursor.fetchall()
         rows.extend(prod_rows)

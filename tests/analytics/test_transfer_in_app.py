@@ -586,3 +586,20 @@ def test_a_policy_seen_only_in_production_is_evidence_of_its_training(history):
     assert fit.evidence["production"] == {
         str(p4.pk): {_key(s): [4000.0, 3996.0] for s in sets.values()}
     }
+
+
+def test_the_gap_report_reads_its_policys_production_and_not_another_versions(history):
+    """The report's outcomes are the latest policy's: its evaluations and the cycles that
+    name it or name no policy; cycles naming an earlier version are that version's."""
+    world, sets = history
+    dim_dense = sets[("dim", "dense")]
+    _log(world.deployment, dim_dense, 3, 2000, 500, "p1")  # an earlier version's cycles
+    _log(world.deployment, dim_dense, 3, 1000, 10, "p3")
+    _log(world.deployment, dim_dense, 4, 500, 5, "")
+
+    report = _report(world)
+
+    cell = GapCell.objects.get(report=report, value_ids=sorted(dim_dense.value_ids))
+    assert report.summary["evidence"]["policy"] == "p3"
+    assert report.summary["evidence"]["production_cycles"] == 1500
+    assert cell.trials == TRIALS + 1500
