@@ -43,6 +43,14 @@ def production_import(*, job_id: str) -> None:
     production_import_run(job_id=job_id)
 
 
+@shared_task(name="analytics.tasks.curves_refit_stale")
+def curves_refit_stale() -> int:
+    """Queue the refits new outcomes call for (Celery beat); returns how many."""
+    from analytics.services.steering.curves import curves_refit_stale as sweep
+
+    return len(sweep())
+
+
 @shared_task(name="analytics.tasks.curves_refit_compute", acks_late=True)
 def curves_refit_compute(*, job_id: str) -> None:
     from analytics.services.steering.curves import curves_refit_compute as compute

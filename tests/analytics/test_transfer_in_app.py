@@ -603,3 +603,78 @@ def test_the_gap_report_reads_its_policys_production_and_not_another_versions(hi
     assert report.summary["evidence"]["policy"] == "p3"
     assert report.summary["evidence"]["production_cycles"] == 1500
     assert cell.trials == TRIALS + 1500
+
+
+def test_the_sweep_refits_a_campaign_whose_outcomes_changed_and_no_other(
+    history, world_b, client_for, django_capture_on_commit_callbacks
+):
+    """Production logged under a campaign's policies reaches its refit without an
+    evaluation import: Celery beat's sweep queues a refit, in the campaign's organization,
+    of each campaign refitted before whose evidence has changed, and of no other."""
+    from django.conf import settings
+
+    from accounts.models import Job
+    from analytics.services.steering.curves import REFIT_STEPS, curves_refit_stale
+    from analytics.tasks import curves_refit_stale as beat_task
+
+    world, sets = history
+    fit = curves_refit(campaign=world.campaign)
+    curves_refit(campaign=world_b.campaign)  # another organization's, refitted, unchanged
+    schedule = settings.CELERY_BEAT_SCHEDULE["refit-on-new-outcomes"]
+    assert schedule["task"] == beat_task.name
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert curves_refit_stale() == []  # nothing new anywhere: nothing queued
+    _log(world.deployment, sets[("dim", "dense")], 3, 5000, 40, "p3")
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs = curves_refit_stale()
+
+    assert [job.task_kwargs for job in jobs] == [{"campaign_id": world.campaign.pk}]
+    job = Job.objects.get(pk=jobs[0].pk)
+    assert job.status == "succeeded" and job.organization_id == world.operator.pk
+    assert job.progress_done == job.progress_total == REFIT_STEPS
+    assert job.message == f"{world.campaign.name}: refitted on 4 cells"
+    latest = CurveFitRecord.objects.filter(campaign=world.campaign).latest("created_at")
+    assert latest.pk != fit.pk and latest.evidence["production_cycles"] == 5000
+    # Read now, the evidence is current again: the next sweep queues nothing.
+    with django_capture_on_commit_callbacks(execute=True):
+        assert beat_task() == 0
+    # Each organization's managers see only their own refits.
+    mine = client_for(world.manager).get("/api/jobs/?kind=curves_refit").json()["results"]
+    theirs = client_for(world_b.manager).get("/api/jobs/?kind=curves_refit").json()["results"]
+    assert [row["id"] for row in mine] == [str(job.pk)]
+    assert theirs == []
+
+
+def test_the_sweep_leaves_a_campaign_whose_refit_is_queued_and_a_job_refits_only_its_own(
+    history, world_b, django_capture_on_commit_callbacks
+):
+    from accounts.models import Job
+    from accounts.services import job_create
+    from analytics.services.steering.curves import curves_refit_stale
+
+    world, sets = history
+    curves_refit(campaign=world.campaign)
+    _log(world.deployment, sets[("dim", "dense")], 3, 5000, 40, "p3")
+    waiting = job_create(
+        organization=world.operator,
+        kind="curves_refit",
+        task_name="analytics.tasks.curves_refit_compute",
+        task_kwargs={"campaign_id": world.campaign.pk},
+        enqueue=False,
+    )
+    assert curves_refit_stale() == []  # its refit is queued already
+    refits = CurveFitRecord.objects.filter(campaign=world.campaign).count()
+
+    # A job names a campaign of its own organization; another's is not refitted.
+    with django_capture_on_commit_callbacks(execute=True):
+        stray = job_create(
+            organization=world_b.operator,
+            kind="curves_refit",
+            task_name="analytics.tasks.curves_refit_compute",
+            task_kwargs={"campaign_id": world.campaign.pk},
+        )
+    stray.refresh_from_db()
+    assert stray.status == "succeeded" and stray.message == "The campaign is gone."
+    assert CurveFitRecord.objects.filter(campaign=world.campaign).count() == refits
+    assert Job.objects.get(pk=waiting.pk).status == "queued"

@@ -444,8 +444,44 @@ def curves_refit_request(*, run: EvaluationRun, actor: Any = None) -> Job:
     )
 
 
+def curves_refit_stale() -> list[Job]:
+    """Queue a refit of every campaign refitted before whose evidence has changed since its
+    latest refit, and that has no refit queued or running: production the fleet logged under
+    its policies, mostly, which no evaluation import brings (run by Celery beat, see
+    ``CELERY_BEAT_SCHEDULE``). A campaign whose latest refit read exactly what a refit would
+    read now is left alone, at the cost of reading its evidence."""
+    busy = {
+        int(k["campaign_id"])
+        for k in Job.objects.filter(
+            kind="curves_refit", status__in=Job.ACTIVE, task_kwargs__has_key="campaign_id"
+        ).values_list("task_kwargs", flat=True)
+    }
+    queued: list[Job] = []
+    refitted = CurveFitRecord.objects.values_list("campaign_id", flat=True).distinct()
+    for campaign in Campaign.objects.filter(pk__in=refitted).exclude(pk__in=busy).order_by("pk"):
+        evidence = refit_evidence(campaign=campaign)
+        latest = (
+            CurveFitRecord.objects.filter(campaign=campaign, dimension_slugs=evidence.slugs)
+            .order_by("-created_at", "-pk")
+            .first()
+        )
+        if latest is not None and (latest.evidence or {}).get("inputs") == evidence.fingerprint():
+            continue
+        queued.append(
+            job_create(
+                organization=campaign.organization,
+                kind="curves_refit",
+                title=f"Learning curves of {campaign.name} refitted on new outcomes"[:200],
+                task_name="analytics.tasks.curves_refit_compute",
+                task_kwargs={"campaign_id": campaign.pk},
+            )
+        )
+    return queued
+
+
 def curves_refit_compute(*, job_id: str) -> None:
-    """Run a queued refit (:func:`curves_refit_request`)."""
+    """Run a queued refit: of every campaign an evaluation run bears on
+    (:func:`curves_refit_request`), or of one campaign (:func:`curves_refit_stale`)."""
     with job_running(job_id=job_id) as ctx:
         if ctx is None:
             return
@@ -454,10 +490,21 @@ def curves_refit_compute(*, job_id: str) -> None:
         )
         ctx.extend_lease(REFIT_LEASE_SECONDS)
         started = timezone.now()
-        records = curves_refit_for_run(
-            run_id=int(ctx.job.task_kwargs["run_id"]),
-            progress=ctx.progress,
-        )
+        kwargs = ctx.job.task_kwargs
+        if "campaign_id" in kwargs:
+            campaign = Campaign.objects.filter(
+                pk=int(kwargs["campaign_id"]), organization_id=ctx.job.organization_id
+            ).first()
+            records = []
+            if campaign is not None:
+                name = campaign.name
+
+                def told(done: int, _steps: int, message: str) -> None:
+                    ctx.progress(done, REFIT_STEPS, f"{name}: refitting, {message}")
+
+                records = [curves_refit(campaign=campaign, progress=told)]
+        else:
+            records = curves_refit_for_run(run_id=int(kwargs["run_id"]), progress=ctx.progress)
         said = [
             f"{r.campaign.name}: "
             + (
@@ -470,7 +517,15 @@ def curves_refit_compute(*, job_id: str) -> None:
         ]
         steps = max(len(records) * REFIT_STEPS, 1)
         ctx.progress(
-            steps, steps, "; ".join(said) or "No campaign reads this evaluation.", force=True
+            steps,
+            steps,
+            "; ".join(said)
+            or (
+                "The campaign is gone."
+                if "campaign_id" in kwargs
+                else "No campaign reads this evaluation."
+            ),
+            force=True,
         )
 
 
