@@ -33,6 +33,9 @@ the informed reference told nothing of the
 transfer, reading every cell as if it learnt only from its own episodes (no bound, but what
 knowing the transfer is worth to the reference).
 ``--only`` measures only the strategies named (one column again, say) against the same oracle.
+``--production DAYS`` plays every family with that many days of each policy's production
+logged beside its evaluation (:class:`~analytics.steering.simulate.WorldConfig`'s
+``production_days``; 0, evaluations only, by default), as the app's refit reads them.
 Excess failures: the sum over rounds of (true failure mass after the round - floor mass) *
 cycles per day, a round counted as one day of production. No acceptance threshold.
 """
@@ -249,6 +252,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.production < 0 or not math.isfinite(args.production):
         parser.error(f"--production must be a number of days >= 0, got {args.production:g}")
+    if args.production and not args.oracle:
+        parser.error("--production goes with --oracle (the episodes-to-target run reads none)")
     if args.oracle:
         return oracle_main(args)
     if args.seeds is None:
