@@ -301,7 +301,7 @@ CELERY_BEAT_SCHEDULE = {
         "schedule": 6 * 3600.0,
     },
     # Refits of campaigns whose evidence changed with no evaluation import: the fleet's
-    # production under their policies (analytics.services.steering.curves_refit_stale).
+    # production under their policies (analytics.services.steering.curves.curves_refit_stale).
     "refit-on-new-outcomes": {
         "task": "analytics.tasks.curves_refit_stale",
         "schedule": float(os.environ.get("FIELDCRAFT_REFIT_SWEEP_SECONDS", 6 * 3600)),

@@ -155,7 +155,8 @@ class CampaignInputs:
     evidence: dict[str, Any]
 
 
-def _project_sets(space: DimensionSpace, set_ids: set[int]) -> dict[int, tuple[int, ...]]:
+def project_sets(space: DimensionSpace, set_ids: set[int]) -> dict[int, tuple[int, ...]]:
+    """Each condition set's cell in ``space`` (one query)."""
     if not set_ids:
         return {}
     with connection.cursor() as cursor:
@@ -187,7 +188,7 @@ def deployment_target(*, deployment: Deployment, space: DimensionSpace) -> Deplo
     total = sum(r[1] for r in rows)
     notes: list[str] = []
     if total >= MIN_PRODUCTION_CYCLES and days >= MIN_PRODUCTION_DAYS:
-        projected = _project_sets(space, {r[0] for r in rows})
+        projected = project_sets(space, {r[0] for r in rows})
         shares: dict[tuple[int, ...], float] = {}
         unknown_mass = 0
         for set_id, cycles, _ in rows:
@@ -317,7 +318,7 @@ def campaign_inputs(*, campaign: Campaign, slugs: list[str] | None = None) -> Ca
 
         # Outcomes are independent of training coverage: gather them while it aggregates.
         evidence, outcome_rows = _outcome_rows(campaign, deployments, embodiment_ids)
-        projected = _project_sets(space, {r[0] for r in outcome_rows})
+        projected = project_sets(space, {r[0] for r in outcome_rows})
         train_rows = coverage.result()
     project = space.project
     for _, set_id, _, value_ids in train_rows:

@@ -26,7 +26,7 @@ from analytics.models import (
     PolicyVersion,
 )
 from analytics.selectors import gap_report_latest
-from analytics.services.gap_inputs import UNKNOWN, DimensionSpace
+from analytics.services.gap_inputs import UNKNOWN, DimensionSpace, project_sets
 from analytics.steering.levels import candidate_count, fit_transfer
 from analytics.steering.transfer import CellStructure, TransferModel
 from campaigns.models import Campaign
@@ -41,16 +41,14 @@ def _space(campaign: Campaign) -> DimensionSpace:
     return DimensionSpace.build(organization_id=campaign.organization_id, slugs=slugs)
 
 
+def cell_id(space: DimensionSpace, key: Key) -> str:
+    """A cell's name in what a refit stores: its value ids, comma-separated."""
+    return ",".join(map(str, space.value_ids(key)))
+
+
 def _project(space: DimensionSpace, rows: list[tuple[int, float]]) -> dict[Key, float]:
     """Sum values per projected cell for (condition_set_id, value) rows; drops unrecorded cells."""
-    if not rows:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT id, value_ids FROM sites_conditionset WHERE id = ANY(%s)",
-            [list({r[0] for r in rows})],
-        )
-        keys = {pk: space.project(v) for pk, v in cursor.fetchall()}
+    keys = project_sets(space, {r[0] for r in rows})
     out: dict[Key, float] = {}
     for set_id, value in rows:
         key = keys[set_id]
@@ -113,11 +111,7 @@ def _outcomes(
             [policy_id, deployment_ids, run_ids, run_ids],
         )
         rows = cursor.fetchall()
-        cursor.execute(
-            "SELECT id, value_ids FROM sites_conditionset WHERE id = ANY(%s)",
-            [list({r[0] for r in rows})],
-        )
-        keys = {pk: space.project(v) for pk, v in cursor.fetchall()}
+    keys = project_sets(space, {r[0] for r in rows})
     out: dict[Any, list[float]] = {}
     for set_id, site_id, trials, successes in rows:
         key = keys[set_id]
@@ -150,11 +144,7 @@ def _production(
             [deployment_ids, list(by_slug)],
         )
         rows = cursor.fetchall()
-        cursor.execute(
-            "SELECT id, value_ids FROM sites_conditionset WHERE id = ANY(%s)",
-            [list({r[1] for r in rows})],
-        )
-        keys = {pk: space.project(v) for pk, v in cursor.fetchall()}
+    keys = project_sets(space, {r[1] for r in rows})
     out: dict[int, dict[Key, list[float]]] = {}
     for slug, set_id, cycles, successes in rows:
         key = keys[set_id]
@@ -218,7 +208,7 @@ class RefitEvidence:
     trials: np.ndarray
     successes: np.ndarray
     n_now: np.ndarray
-    production: dict[int, dict[Key, list[float]]] = dataclasses.field(default_factory=dict)
+    production: dict[int, dict[Key, list[float]]]
 
     @property
     def slugs(self) -> list[str]:
@@ -298,6 +288,19 @@ def refit_evidence(*, campaign: Campaign) -> RefitEvidence:
     )
 
 
+def _current_refit(campaign: Campaign, slugs: list[str], fingerprint: str) -> CurveFitRecord | None:
+    """The campaign's latest refit over these dimensions when it read exactly the evidence
+    whose fingerprint is given, else None."""
+    latest = (
+        CurveFitRecord.objects.filter(campaign=campaign, dimension_slugs=slugs)
+        .order_by("-created_at", "-pk")
+        .first()
+    )
+    if latest is not None and (latest.evidence or {}).get("inputs") == fingerprint:
+        return latest
+    return None
+
+
 def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> CurveFitRecord:
     """Refit the campaign's learning curves from its whole history of outcomes (every
     policy's evaluations and logged production, :func:`refit_evidence`) and store them.
@@ -313,13 +316,9 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
     space, keys = evidence.space, evidence.keys
     counts, trials, successes = evidence.counts, evidence.trials, evidence.successes
     fingerprint = evidence.fingerprint()
-    latest = (
-        CurveFitRecord.objects.filter(campaign=campaign, dimension_slugs=evidence.slugs)
-        .order_by("-created_at", "-pk")
-        .first()
-    )
-    if latest is not None and (latest.evidence or {}).get("inputs") == fingerprint:
-        return latest
+    current = _current_refit(campaign, evidence.slugs, fingerprint)
+    if current is not None:
+        return current
 
     def stepped(done: int, total: int) -> None:
         if progress is not None:
@@ -354,10 +353,7 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
         curves = fit_history(counts, trials, successes, evidence.n_now)
     pooled = curves.pooled
     produced = {
-        str(policy_id): {
-            ",".join(map(str, space.value_ids(k))): [float(c), float(s)]
-            for k, (c, s) in cells.items()
-        }
+        str(policy_id): {cell_id(space, k): [float(c), float(s)] for k, (c, s) in cells.items()}
         for policy_id, cells in evidence.production.items()
     }
     return CurveFitRecord.objects.create(
@@ -369,12 +365,12 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
         tau=curves.tau,
         source=curves.fit.source,
         cells={
-            ",".join(map(str, space.value_ids(k))): float(curves.amplitude[i])
+            cell_id(space, k): float(curves.amplitude[i])
             for i, k in enumerate(keys)
             if i < len(curves.amplitude)
         },
         posteriors={
-            ",".join(map(str, space.value_ids(k))): [round(float(v), 6) for v in row]
+            cell_id(space, k): [round(float(v), 6) for v in row]
             for k, row in zip(keys, posterior_quantiles(curves.posterior).tolist(), strict=False)
         },
         evidence={
@@ -406,7 +402,12 @@ def curves_refit_for_run(*, run_id: int, progress: Progress | None = None) -> li
     )
     if run.deployment_id:
         campaigns = campaigns.filter(deployments=run.deployment_id)
-    chosen = list(campaigns.distinct())
+    return _refit_each(list(campaigns.distinct()), progress)
+
+
+def _refit_each(chosen: list[Campaign], progress: Progress | None) -> list[CurveFitRecord]:
+    """Refit each campaign in turn; ``progress`` is told how far, campaign after campaign,
+    in :data:`REFIT_STEPS` each, naming the campaign."""
     total = len(chosen) * REFIT_STEPS
 
     def within(report: Progress, before: int, campaign: Campaign) -> Progress:
@@ -460,12 +461,7 @@ def curves_refit_stale() -> list[Job]:
     refitted = CurveFitRecord.objects.values_list("campaign_id", flat=True).distinct()
     for campaign in Campaign.objects.filter(pk__in=refitted).exclude(pk__in=busy).order_by("pk"):
         evidence = refit_evidence(campaign=campaign)
-        latest = (
-            CurveFitRecord.objects.filter(campaign=campaign, dimension_slugs=evidence.slugs)
-            .order_by("-created_at", "-pk")
-            .first()
-        )
-        if latest is not None and (latest.evidence or {}).get("inputs") == evidence.fingerprint():
+        if _current_refit(campaign, evidence.slugs, evidence.fingerprint()) is not None:
             continue
         queued.append(
             job_create(
@@ -492,17 +488,11 @@ def curves_refit_compute(*, job_id: str) -> None:
         started = timezone.now()
         kwargs = ctx.job.task_kwargs
         if "campaign_id" in kwargs:
-            campaign = Campaign.objects.filter(
+            # Only a campaign of the job's own organization.
+            chosen = Campaign.objects.filter(
                 pk=int(kwargs["campaign_id"]), organization_id=ctx.job.organization_id
-            ).first()
-            records = []
-            if campaign is not None:
-                name = campaign.name
-
-                def told(done: int, _steps: int, message: str) -> None:
-                    ctx.progress(done, REFIT_STEPS, f"{name}: refitting, {message}")
-
-                records = [curves_refit(campaign=campaign, progress=told)]
+            )
+            records = _refit_each(list(chosen), ctx.progress)
         else:
             records = curves_refit_for_run(run_id=int(kwargs["run_id"]), progress=ctx.progress)
         said = [
@@ -549,7 +539,7 @@ def refit_history(
     levels = POSTERIOR_LEVELS.size
     quantiles = np.full((len(keys), levels), np.nan)
     for i, key in enumerate(keys):
-        row = refit.posteriors.get(",".join(map(str, space.value_ids(key))))
+        row = refit.posteriors.get(cell_id(space, key))
         if row is not None and len(row) == levels:
             quantiles[i] = row
     held_trials, held_successes = np.zeros(len(keys)), np.zeros(len(keys))
@@ -565,7 +555,7 @@ def refit_history(
     # place, so what it read is kept, not read again).
     produced = ((refit.evidence or {}).get("production") or {}).get(str(policy_id)) or {}
     if produced:
-        by_ids = {",".join(map(str, space.value_ids(k))): i for k, i in index.items()}
+        by_ids = {cell_id(space, k): i for k, i in index.items()}
         for ids, (cycles, ran) in produced.items():
             at = by_ids.get(ids)
             if at is not None:
