@@ -4,7 +4,6 @@ and a bad batch is refused whole, naming line and field."""
 from __future__ import annotations
 
 import json
-import threading
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -22,6 +21,7 @@ from sites.models import (
     ProductionEvent,
     ProductionLog,
 )
+from tests.concurrency import at_once
 from tests.factories import build_world
 
 URL = "/api/production/events/"
@@ -372,24 +372,14 @@ def test_only_managers_may_send_events(world_a, client_for):
 def test_concurrent_identical_batches_are_counted_once():
     world = build_world("qzrace")
     events = [cycle(world, n) for n in range(300)] + [intervention(world, n) for n in range(5)]
-    barrier = threading.Barrier(2)
-    answers: list[Any] = []
 
-    def send() -> None:
+    def send() -> tuple[int, Any]:
         client = Client(raise_request_exception=False)
         client.force_login(world.manager)
-        barrier.wait()
-        try:
-            response = post(client, events)
-            answers.append((response.status_code, response.json()))
-        finally:
-            connection.close()
+        response = post(client, events)
+        return response.status_code, response.json()
 
-    threads = [threading.Thread(target=send) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    answers = at_once(send)
 
     assert sorted(code for code, _ in answers) == [200, 201], answers
     assert sum(body["cycles"] for _, body in answers) == 300

@@ -39,6 +39,7 @@ from campaigns.planning.gain import decay_fraction
 from labeling.models import Dataset, Episode
 from sites.models import ConditionDimension, ConditionShare, ConditionValue, ProductionLog
 from sites.services import condition_set_intern
+from tests.concurrency import at_once
 from tests.factories import another_deployment
 
 CLUTTER_STRENGTH = 0.4
@@ -206,6 +207,21 @@ def test_the_refit_says_how_far_it_is_and_a_refit_stopped_midway_stores_nothing(
     told.clear()
     assert curves_refit_for_run(run_id=run.pk, progress=lambda *step: told.append(step)) == [fit]
     assert told == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_refits_of_one_campaign_at_once_fit_once_and_store_one_record(history):
+    # An import's refit and the beat sweep's (or two imports' on two workers) start at the
+    # same instant: the campaign's refit lock runs them one after the other, and the second
+    # reads what the first stored.
+    world, _ = history
+
+    stored = at_once(lambda: curves_refit(campaign=world.campaign).pk)
+
+    assert stored[0] == stored[1]
+    assert list(
+        CurveFitRecord.objects.filter(campaign=world.campaign).values_list("pk", flat=True)
+    ) == [stored[0]]
 
 
 def test_gap_report_recommendation_and_planner_value_an_episode_alike(history):

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.db import connection
 from django.db.models import F
 
 from accounts.models import AuditEvent
@@ -16,6 +14,7 @@ from campaigns.field.services import RecordConflict, field_record_submit
 from campaigns.models import CollectionTask, FieldRecord, FieldTeam
 from labeling.models import Episode
 from tests.campaigns.field_support import field_setup, record
+from tests.concurrency import at_once
 
 RECORDS = "/api/field/records/"
 TASKS = "/api/field/tasks/"
@@ -331,11 +330,8 @@ def test_simultaneous_arrivals_of_one_uuid_store_one_record_and_one_episode():
 
     setup = field_setup(build_world("qzrace"))
     body = record(setup.task, target=setup.bright.pk, outcome="success")
-    barrier = threading.Barrier(6)
-    outcomes = []
 
     def send():
-        barrier.wait()
         try:
             rec, created = field_record_submit(
                 user=setup.world.field,
@@ -346,17 +342,11 @@ def test_simultaneous_arrivals_of_one_uuid_store_one_record_and_one_episode():
                 client_created_at=body["client_created_at"],
                 task_version_seen=1,
             )
-            outcomes.append((created, rec.result["episode"]))
+            return created, rec.result["episode"]
         except RecordConflict:
-            outcomes.append(("conflict", None))
-        finally:
-            connection.close()
+            return "conflict", None
 
-    threads = [threading.Thread(target=send) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    outcomes = at_once(send, 6)
 
     assert sorted(c for c, _ in outcomes) == [False] * 5 + [True]
     assert len({e for _, e in outcomes}) == 1

@@ -6,9 +6,10 @@ it), and the training counts they are read at (part of
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -312,6 +313,36 @@ def curves_refit(*, campaign: Campaign, progress: Progress | None = None) -> Cur
     ``progress`` is told after each sweep of the sampler reading the changes and after each
     curve refit, in :data:`REFIT_STEPS`.
     """
+    with _refit_lock(campaign):
+        return _refit_locked(campaign, progress)
+
+
+REFIT_ADVISORY_NAMESPACE = 7403
+"""pg_advisory_lock(namespace, campaign id) held by a campaign's refit; labeling uses 7401,
+the field's records 7402."""
+
+
+@contextlib.contextmanager
+def _refit_lock(campaign: Campaign) -> Iterator[None]:
+    """Hold the campaign's refit lock: two refits of one campaign (an import's and the beat
+    sweep's, or two imports' on two workers) run one after the other, and the second reads
+    what the first stored and stores nothing. Outside a transaction the lock is the
+    session's, released as the refit returns, when its record is already committed; inside
+    one it lasts until that transaction ends, so a waiting refit sees the record."""
+    key = [REFIT_ADVISORY_NAMESPACE, campaign.pk]
+    in_transaction = connection.in_atomic_block
+    with connection.cursor() as cur:
+        cur.execute(f"SELECT pg_advisory{'_xact' if in_transaction else ''}_lock(%s, %s)", key)
+    try:
+        yield
+    finally:
+        if not in_transaction:
+            with connection.cursor() as cur:
+                cur.execute("SELECT pg_advisory_unlock(%s, %s)", key)
+
+
+def _refit_locked(campaign: Campaign, progress: Progress | None) -> CurveFitRecord:
+    """:func:`curves_refit`'s work, under the campaign's refit lock."""
     evidence = refit_evidence(campaign=campaign)
     space, keys = evidence.space, evidence.keys
     counts, trials, successes = evidence.counts, evidence.trials, evidence.successes
@@ -450,7 +481,9 @@ def curves_refit_stale() -> list[Job]:
     latest refit, and that has no refit queued or running: production the fleet logged under
     its policies, mostly, which no evaluation import brings (run by Celery beat, see
     ``CELERY_BEAT_SCHEDULE``). A campaign whose latest refit read exactly what a refit would
-    read now is left alone, at the cost of reading its evidence."""
+    read now is left alone, at the cost of reading its evidence. A campaign an import's refit
+    is queued for may be queued here too: the refit lock runs the two one after the other,
+    and the second is a read."""
     busy = {
         int(k["campaign_id"])
         for k in Job.objects.filter(
