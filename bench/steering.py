@@ -36,6 +36,10 @@ knowing the transfer is worth to the reference).
 ``--production DAYS`` plays every family with that many days of each policy's production
 logged beside its evaluation (:class:`~analytics.steering.simulate.WorldConfig`'s
 ``production_days``; 0, evaluations only, by default), as the app's refit reads them.
+``--earlier EPISODES`` starts every record with the release before the campaign's first
+policy, trained without the last collection's EPISODES (``earlier_release``; 0, none, by
+default): its evaluation and production are the history a first round learns the transfer
+from, as a fleet's record of the policy it replaced is in the app.
 Excess failures: the sum over rounds of (true failure mass after the round - floor mass) *
 cycles per day, a round counted as one day of production. No acceptance threshold.
 """
@@ -109,13 +113,15 @@ def run_seed(job: Job) -> dict[str, float | None]:
     }
 
 
-OracleJob = tuple[str, int, float, int, Exploration, tuple[str, ...], float]
+OracleJob = tuple[str, int, float, int, Exploration, tuple[str, ...], float, int]
 
 
 def run_against_oracle(job: OracleJob) -> tuple[str, dict[str, float], float, float]:
     """Return one seed's excess failures per strategy, and the oracle's first and last reliability."""
-    family, seed, budget, rounds, exploration, names, production = job
-    config = dataclasses.replace(WORLDS[family], production_days=production)
+    family, seed, budget, rounds, exploration, names, production, earlier = job
+    config = dataclasses.replace(
+        WORLDS[family], production_days=production, earlier_release=earlier
+    )
     excess: dict[str, float] = {}
     first = last = math.nan
     for name in (*names, ORACLE):
@@ -158,7 +164,7 @@ def oracle_main(args: argparse.Namespace) -> int:
         names = only
     started = time.perf_counter()
     jobs: list[OracleJob] = [
-        (family, seed, args.budget, rounds, exploration, names, args.production)
+        (family, seed, args.budget, rounds, exploration, names, args.production, args.earlier)
         for seed in range(ORACLE_FIRST_SEED, ORACLE_FIRST_SEED + seeds)
         for family in WORLDS
     ]
@@ -174,6 +180,12 @@ def oracle_main(args: argparse.Namespace) -> int:
             "beside its evaluation"
             if args.production
             else "the record holds evaluations only"
+        )
+        + (
+            f"; it starts with the release before, trained without the last {args.earlier:,} "
+            "episodes collected"
+            if args.earlier
+            else ""
         )
     )
     print(
@@ -249,7 +261,20 @@ def main() -> int:
         help="with --oracle: days of each policy's production the fleet logs beside its "
         "evaluation (WorldConfig.production_days; default 0, evaluations only)",
     )
+    parser.add_argument(
+        "--earlier",
+        type=int,
+        default=0,
+        help="with --oracle: the record starts with the release before the campaign's first "
+        "policy, trained without the last collection's EPISODES (WorldConfig.earlier_release; "
+        "default 0, none)",
+        metavar="EPISODES",
+    )
     args = parser.parse_args()
+    if args.earlier < 0:
+        parser.error(f"--earlier must be a number of episodes >= 0, got {args.earlier}")
+    if args.earlier and not args.oracle:
+        parser.error("--earlier goes with --oracle (the episodes-to-target run reads none)")
     if args.production < 0 or not math.isfinite(args.production):
         parser.error(f"--production must be a number of days >= 0, got {args.production:g}")
     if args.production and not args.oracle:

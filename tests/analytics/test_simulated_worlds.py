@@ -30,7 +30,12 @@ from analytics.steering.simulate import (
     run_campaign,
     simulate,
 )
-from analytics.steering.strategies import STRATEGY_NAMES, get_strategy, proportional
+from analytics.steering.strategies import (
+    STRATEGY_NAMES,
+    get_strategy,
+    learn_transfer,
+    proportional,
+)
 from tests.analytics.steered_worlds import played_by_steered
 
 # --- the benchmark's world is the one it was ---------------------------------------------
@@ -223,6 +228,7 @@ def test_each_world_family_is_the_benchmark_world_with_its_hardships():
         ({"drift_amplitude": -1.0}, "drift_amplitude"),
         ({"production_days": -1.0}, "production_days"),
         ({"production_days": float("nan")}, "production_days"),
+        ({"earlier_release": -1}, "earlier_release"),
     ],
 )
 def test_a_world_config_refuses_knobs_out_of_range(knobs, message):
@@ -399,6 +405,67 @@ def test_logged_production_fails_at_the_policy_s_true_rate_drift_included():
     # The second policy fails under the drift: its production shows the new failure mode.
     n = logged.eval_train_count[1]
     assert np.sum(_truth_of(world, 1).rate(n) > 2 * _truth_of(world, 0).rate(n)) >= 10
+
+
+# --- the release before the campaign ----------------------------------------------------
+
+
+def test_an_earlier_release_starts_the_record_and_moves_no_draw_of_the_campaign():
+    config = WorldConfig(production_days=1.0, drift_round=1)
+    plain = make_world(7, config=config)
+    earlier = make_world(7, config=dataclasses.replace(config, earlier_release=5_000))
+    start = plain.train_count.copy()
+    run_campaign(plain, proportional, 2)
+    run_campaign(earlier, proportional, 2)
+    seen, seen_earlier = plain.observe(), earlier.observe()
+
+    # It was trained on the starting data less the last collection: 5,000 whole episodes,
+    # taken from the cells the data covers, by target share where a cell held enough.
+    counts = earlier.earlier_train_count
+    assert counts is not None and plain.earlier_train_count is None
+    taken = start - counts
+    assert taken.sum() == 5_000
+    assert np.all(taken == np.round(taken)) and np.all(taken >= 0) and np.all(counts >= 0)
+    assert np.all(taken[start == 0] == 0)
+    free = (counts > 0) & (start > 0)
+    scale = taken[free].sum() / earlier.target_share[free].sum()
+    assert np.abs(taken[free] - scale * earlier.target_share[free]).max() < 1
+    # Its outcomes come first, then the campaign's, the same draws as without it.
+    assert earlier.earlier_rows == 1 and plain.earlier_rows == 0
+    assert np.array_equal(seen_earlier.eval_train_count[0], counts)
+    for field in ("eval_train_count", "eval_trials", "eval_successes"):
+        assert np.array_equal(getattr(seen_earlier, field)[1:], getattr(seen, field)), field
+    assert seen_earlier.round == seen.round == 2
+    assert earlier.interventions_per_day() == plain.interventions_per_day()
+    # A collection larger than the starting data took all of it.
+    everything = make_world(7, config=WorldConfig(earlier_release=10**9))
+    assert everything.earlier_train_count is not None
+    assert not everything.earlier_train_count.any()
+    # Before the campaign, before any drift: a drift from round 0 leaves it as it was.
+    drifting = make_world(
+        7,
+        config=dataclasses.replace(
+            config, earlier_release=5_000, drift_round=0, drift_amplitude=50.0
+        ),
+    )
+    assert np.array_equal(drifting.observe().eval_successes[0], seen_earlier.eval_successes[0])
+    assert not np.array_equal(drifting.observe().eval_successes[1], seen.eval_successes[0])
+    # It failed more than the campaign's first policy, before any drift.
+    failures = seen_earlier.eval_trials - seen_earlier.eval_successes
+    assert failures[0].sum() > failures[1].sum()
+
+
+def test_a_first_round_learns_the_transfer_from_the_release_before():
+    world = make_world(1003, config=dataclasses.replace(WORLDS["transfer"], earlier_release=5_000))
+    alone = make_world(1003, config=WORLDS["transfer"])
+
+    model = learn_transfer(world.observe())
+
+    assert learn_transfer(alone.observe()) is not None
+    assert not learn_transfer(alone.observe()).transfers  # one evaluation: none assumed
+    assert model is not None and model.transfers
+    steered = get_strategy("steered")
+    assert not np.array_equal(steered(world.observe()), steered(alone.observe()))
 
 
 # --- the oracle --------------------------------------------------------------------------

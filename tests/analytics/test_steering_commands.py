@@ -240,25 +240,40 @@ def test_simulate_campaign_plays_a_world_family_with_a_reference_that_reads_the_
     assert result["episodes"][2] <= 10_000  # the budget caps what it buys
 
 
-def test_simulate_campaign_plays_a_world_whose_fleet_logs_production_and_refuses_a_bad_span():
-    def played(*extra: str) -> dict:
-        stdout = StringIO()
-        call_command(
-            "simulate_campaign",
-            *("--strategy", "informed", "--world", "noise", "--rounds", "3", "--seed", "7"),
-            *extra,
-            "--json",
-            stdout=stdout,
-        )
-        return json.loads(stdout.getvalue())
+def _simulated(strategy: str, world: str, seed: int, rounds: int, *extra: str) -> dict:
+    """What ``simulate_campaign --json`` prints for one strategy, parsed."""
+    stdout = StringIO()
+    call_command(
+        "simulate_campaign",
+        *("--strategy", strategy, "--world", world),
+        *("--rounds", str(rounds), "--seed", str(seed)),
+        *extra,
+        "--json",
+        stdout=stdout,
+    )
+    return json.loads(stdout.getvalue())
 
+
+def test_simulate_campaign_plays_a_world_whose_fleet_logs_production_and_refuses_a_bad_span():
     # The informed reference reads its cells from their outcomes: a day of production a
     # policy beside 300 evaluation trials changes what it reads, and so what it buys.
-    alone, logged = played(), played("--production", "1")
+    alone = _simulated("informed", "noise", 7, 3)
+    logged = _simulated("informed", "noise", 7, 3, "--production", "1")
     assert alone["interventions_per_day"][0] == logged["interventions_per_day"][0]
     assert alone["interventions_per_day"][1:] != logged["interventions_per_day"][1:]
     with pytest.raises(CommandError, match="--production must be a number of days >= 0"):
         call_command("simulate_campaign", "--production", "-1", stdout=StringIO())
+
+
+def test_simulate_campaign_starts_a_record_with_the_release_before_and_refuses_a_bad_size():
+    # The same world and policy; the release before it shows the transfer, and the first
+    # round buys differently.
+    alone = _simulated("steered", "transfer", 1003, 2)
+    earlier = _simulated("steered", "transfer", 1003, 2, "--earlier-release", "5000")
+    assert alone["interventions_per_day"][0] == earlier["interventions_per_day"][0]
+    assert alone["interventions_per_day"][1] != earlier["interventions_per_day"][1]
+    with pytest.raises(CommandError, match="--earlier-release must be a number of episodes"):
+        call_command("simulate_campaign", "--earlier-release", "-1", stdout=StringIO())
 
 
 def test_the_simulated_steered_strategy_is_what_manage_py_recommend_does(tmp_path):

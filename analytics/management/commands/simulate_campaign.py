@@ -1,5 +1,5 @@
 """python manage.py simulate_campaign --strategy steered|uniform|proportional|more-of-the-same|oracle|informed|all
---rounds R --budget B --seed S [--world FAMILY] [--production DAYS] [--json]
+--rounds R --budget B --seed S [--world FAMILY] [--production DAYS] [--earlier-release EPISODES] [--json]
 
 Pure: runs the synthetic campaign of :mod:`analytics.steering.simulate` and prints
 interventions per day by round and the episodes needed to reach the reliability target.
@@ -50,6 +50,14 @@ class Command(BaseCommand):
             help="days of each policy's production the fleet logs beside its evaluation, as "
             "outcomes a strategy reads (default 0: evaluations only)",
         )
+        parser.add_argument(
+            "--earlier-release",
+            type=int,
+            default=0,
+            metavar="EPISODES",
+            help="start the record with the release before the campaign's first policy, "
+            "trained without the last collection's EPISODES (default 0: none)",
+        )
         parser.add_argument("--json", action="store_true")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -70,7 +78,10 @@ class Command(BaseCommand):
         production = options["production"]
         if not (production >= 0 and production != float("inf")):
             raise CommandError("--production must be a number of days >= 0", returncode=2)
-        config = dataclasses.replace(config, production_days=production)
+        earlier = options["earlier_release"]
+        if earlier < 0:
+            raise CommandError("--earlier-release must be a number of episodes >= 0", returncode=2)
+        config = dataclasses.replace(config, production_days=production, earlier_release=earlier)
         names = STRATEGIES if options["strategy"] == "all" else (options["strategy"],)
         results = [
             simulate(name, seed=options["seed"], rounds=rounds, budget=budget, config=config)

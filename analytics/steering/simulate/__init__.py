@@ -35,6 +35,9 @@ draw for draw; the named families are :data:`WORLDS`):
 * **Noisy evaluation**: a small ``eval_trials``.
 * **Drift** (``drift_round``): from that round on a new failure mode multiplies the
   amplitude of a few cells by ``1 + drift_amplitude``; it falls with data on the same curve.
+* **The release before** (``earlier_release``): the record starts with the policy the
+  campaign's first one replaced, trained without the last collection's episodes, so even
+  the first round has history to learn the transfer from.
 
 :func:`make_oracle` is a strategy that reads the hidden truth (only this package can build
 it), and :func:`excess_failures` measures a campaign against the floor, so a strategy's

@@ -104,7 +104,8 @@ def informed_curves(
         trials = observation.eval_trials[e]
         failures = trials - observation.eval_successes[e]
         x = np.power(truth.effective(observation.eval_train_count[e])[:, None] + 1.0, -b[None, :])
-        rate = f + (truth.drift_at(e)[:, None] * a)[:, None, :] * x[:, :, None]
+        drift = truth.drift_at(e - world.earlier_rows)  # rows before the campaign: none
+        rate = f + (drift[:, None] * a)[:, None, :] * x[:, :, None]
         rate = np.clip(rate, _EPS, 1.0 - _EPS)
         log_post += failures[:, None, None] * np.log(rate)
         log_post += (trials - failures)[:, None, None] * np.log1p(-rate)

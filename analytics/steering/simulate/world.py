@@ -42,6 +42,13 @@ class WorldConfig:
     cell, as outcomes of that policy beside its evaluation (0: none, the record holds
     evaluations only); one day is the day a round is counted as (:func:`excess_failures`),
     so the failures the campaign is measured by are the failures its record shows.
+    ``earlier_release`` is how many episodes the last collection before the campaign added
+    to the starting data (0: none, the record starts with the campaign's first policy); when
+    positive, the record starts with the release before it, trained on the starting data
+    without them, evaluated and (``production_days``) logged in production like every
+    policy: a fleet's record of the policy it replaced, the history a first round can learn
+    the transfer from. The collection took them by target share from the cells the starting
+    data covers (a cell gives no more than it holds).
     Raises ValueError for a knob out of its range.
     """
 
@@ -63,6 +70,7 @@ class WorldConfig:
     drift_cells: float = 0.15
     drift_amplitude: float = 2.0
     production_days: float = 0.0
+    earlier_release: int = 0
 
     def __post_init__(self) -> None:
         if self.transfer_model not in TRANSFER_MODELS:
@@ -85,6 +93,8 @@ class WorldConfig:
             raise ValueError(f"drift_amplitude must be >= 0, got {self.drift_amplitude}")
         if not (math.isfinite(self.production_days) and self.production_days >= 0):
             raise ValueError(f"production_days must be >= 0, got {self.production_days}")
+        if self.earlier_release < 0:
+            raise ValueError(f"earlier_release must be >= 0 episodes, got {self.earlier_release}")
 
 
 # Transfer from the lab-heavy starting data lifts every cell: at strengths of 0.1-0.5 a new
@@ -215,6 +225,20 @@ class World:
         self._eval_successes: list[FloatArray] = []
         self._prod_cycles: list[FloatArray] = []
         self._prod_successes: list[FloatArray] = []
+        # The release before the campaign's first policy, when the record holds it: its
+        # training counts, and how many rows of outcomes precede the campaign's (0 or 1).
+        self.earlier_train_count: FloatArray | None = None
+        self.earlier_rows = 0
+        if config.earlier_release > 0:
+            self.earlier_train_count = self._earlier_counts()
+            # Its own streams: the campaign's draws stay the same with or without it.
+            self._record(
+                self.earlier_train_count,
+                truth.at(-1),  # before the campaign: before any drift
+                np.random.default_rng([seed, 0xEA21]),
+                np.random.default_rng([seed, 0xEA22]),
+            )
+            self.earlier_rows = 1
         self.evaluate()
 
     # --- observable ------------------------------------------------------------------
@@ -265,18 +289,57 @@ class World:
         ``production_days`` days of ``cycles_per_day``, by target share."""
         return self._by_share(math.floor(self.config.production_days * self.config.cycles_per_day))
 
+    def _earlier_counts(self) -> FloatArray:
+        """Return the training counts of the release before the campaign's first policy:
+        the starting data less ``earlier_release`` episodes, taken from the cells it covers
+        by target share, a cell giving no more than it holds (what it cannot give is taken
+        from the others by share), rounded to whole episodes by largest remainders."""
+        held = self.train_count
+        total = float(min(self.config.earlier_release, held.sum()))
+        exact = np.zeros_like(held)
+        full = held <= 0
+        while True:  # cells that cannot give their share give all they hold
+            open_ = ~full
+            share = np.where(open_, self.target_share, 0.0)
+            left = total - float(held[full].sum())
+            if share.sum() <= 0:
+                exact = np.where(full, held, 0.0)
+                break
+            exact = np.where(full, held, left * share / share.sum())
+            over = open_ & (exact >= held)
+            if not over.any():
+                break
+            full |= over
+        taken = np.floor(exact)
+        short = round(total - float(taken.sum()))
+        order = np.lexsort((np.arange(exact.size), -(exact - taken)))
+        taken[order[:short]] += 1  # below a cell's count: its exact share is
+        return held - taken
+
     def evaluate(self) -> None:
         """Evaluate the current policy: binomial failures from the hidden curves; and, where
         the world logs production, its production, binomial failures at the same rates."""
-        rate = self._truth_now().rate(self.train_count)
+        self._record(self.train_count, self._truth_now(), self._noise, self._production)
+
+    def _record(
+        self,
+        counts: FloatArray,
+        truth: HiddenCurves,
+        noise: np.random.Generator,
+        production: np.random.Generator,
+    ) -> None:
+        """Append the outcomes of the policy trained on ``counts`` under the curves
+        ``truth``, drawn from ``noise`` (its evaluation) and ``production`` (its production,
+        where the world logs it)."""
+        rate = truth.rate(counts)
         trials = self.evaluation_trials()
-        failures = self._noise.binomial(trials.astype(np.int64), rate)
-        self._eval_n.append(self.train_count.copy())
+        failures = noise.binomial(trials.astype(np.int64), rate)
+        self._eval_n.append(counts.copy())
         self._eval_trials.append(trials)
         self._eval_successes.append(trials - failures)
         if self.config.production_days > 0:
             cycles = self.production_cycles()
-            failed = self._production.binomial(cycles.astype(np.int64), rate)
+            failed = production.binomial(cycles.astype(np.int64), rate)
             self._prod_cycles.append(cycles)
             self._prod_successes.append(cycles - failed)
 
