@@ -354,8 +354,9 @@ class TransferModel:
         """One sentence: what transfers, how sure, from how much evidence."""
         if self.evaluations < 2:
             return (
-                "transfer between cells: none assumed until a later evaluation shows it "
-                "(no earlier round to learn from)"
+                "transfer between cells: none assumed until a second policy's outcomes show "
+                "it (no earlier round to learn from; the evaluation or production of the "
+                "release before would teach it now)"
             )
         known = not np.any(np.isnan(self.low))
         parts = [

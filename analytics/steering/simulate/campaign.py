@@ -164,7 +164,8 @@ FIRST_ROUND_BOUNDS: dict[str, str] = {
     "steered-then-informed-without-transfer": INFORMED_WITHOUT_TRANSFER,
 }
 """Bounds on any strategy whose first round is the steered one, by name: steered in the
-first round (no history yet, where a recommendation is today's), then the named reference.
+first round (no history yet, where a recommendation is today's, unless the record starts
+with the release before the campaign, ``earlier_release``), then the named reference.
 ``steered-then-informed`` is the least such a strategy that learns from evaluations can
 expect to lose, ``steered-then-oracle`` the least any can;
 ``steered-then-informed-learning-transfer`` learns the transfer as steered does, by the
