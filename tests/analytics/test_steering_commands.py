@@ -272,6 +272,18 @@ def test_simulate_campaign_starts_a_record_with_the_release_before_and_refuses_a
     earlier = _simulated("steered", "transfer", 1003, 2, "--earlier-release", "5000")
     assert alone["interventions_per_day"][0] == earlier["interventions_per_day"][0]
     assert alone["interventions_per_day"][1] != earlier["interventions_per_day"][1]
+    # The table says what record the strategies read.
+    stdout = StringIO()
+    call_command(
+        "simulate_campaign",
+        *("--rounds", "1", "--production", "1.5", "--earlier-release", "5000"),
+        stdout=stdout,
+    )
+    assert (
+        "the record strategies read: each policy's evaluation and 1.5 day(s) of its "
+        "production, from the release before the campaign's first policy (trained without "
+        "the last 5,000 episodes collected)"
+    ) in stdout.getvalue()
     with pytest.raises(CommandError, match="--earlier-release must be a number of episodes"):
         call_command("simulate_campaign", "--earlier-release", "-1", stdout=StringIO())
 

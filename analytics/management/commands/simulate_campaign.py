@@ -108,9 +108,9 @@ class Command(BaseCommand):
             ]
             self.stdout.write(json.dumps(payload if len(payload) > 1 else payload[0], indent=2))
             return
-        self._table(results)
+        self._table(results, config)
 
-    def _table(self, results: list[Any]) -> None:
+    def _table(self, results: list[Any], config: Any) -> None:
         first = results[0]
         self.stdout.write(
             f"Synthetic campaign, seed {first.seed}: {first.budget:,.0f} episodes a round, "
@@ -118,6 +118,17 @@ class Command(BaseCommand):
             f"{first.cycles_per_day * (1 - first.reliability_target):,.1f} interventions a day "
             f"at {first.cycles_per_day:,.0f} cycles a day"
         )
+        record = (
+            f"each policy's evaluation and {config.production_days:g} day(s) of its production"
+            if config.production_days
+            else "each policy's evaluation"
+        )
+        if config.earlier_release:
+            record += (
+                ", from the release before the campaign's first policy (trained without the "
+                f"last {config.earlier_release:,} episodes collected)"
+            )
+        self.stdout.write(f"the record strategies read: {record}")
         header = "round  episodes  " + "  ".join(f"{r.strategy:>16}" for r in results)
         self.stdout.write("interventions per day (true, hidden from the strategies)")
         self.stdout.write(header)
