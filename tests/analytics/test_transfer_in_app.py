@@ -662,6 +662,32 @@ def test_the_sweep_refits_a_campaign_whose_outcomes_changed_and_no_other(
     assert theirs == []
 
 
+def test_the_sweep_leaves_a_campaign_an_import_s_refit_is_queued_or_running_for(history):
+    from accounts.services import job_create
+    from analytics.services.steering.curves import curves_refit_stale
+
+    world, sets = history
+    curves_refit(campaign=world.campaign)
+    _log(world.deployment, sets[("dim", "dense")], 3, 5000, 40, "p3")
+    run = EvaluationRun.objects.filter(organization=world.operator).latest("pk")
+    imported = job_create(
+        organization=world.operator,
+        kind="curves_refit",
+        task_name="analytics.tasks.curves_refit_compute",
+        task_kwargs={"run_id": run.pk},
+        enqueue=False,
+    )
+
+    for status in ("queued", "running"):
+        imported.status = status
+        imported.save(update_fields=["status"])
+        assert curves_refit_stale() == [], status  # the import's refit will read it all
+
+    imported.status = "succeeded"
+    imported.save(update_fields=["status"])
+    assert [job.task_kwargs for job in curves_refit_stale()] == [{"campaign_id": world.campaign.pk}]
+
+
 def test_the_sweep_leaves_a_campaign_whose_refit_is_queued_and_a_job_refits_only_its_own(
     history, world_b, django_capture_on_commit_callbacks
 ):

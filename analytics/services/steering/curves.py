@@ -425,6 +425,12 @@ def curves_refit_for_run(*, run_id: int, progress: Progress | None = None) -> li
     """Refit every campaign an evaluation run bears on (its deployment's, or its embodiment's);
     ``progress`` is told, campaign after campaign, how far the refits are, in
     :data:`REFIT_STEPS` each."""
+    return _refit_each(_campaigns_of_run(run_id), progress)
+
+
+def _campaigns_of_run(run_id: int) -> list[Campaign]:
+    """The campaigns an evaluation run bears on: its organization's of its policy's
+    embodiment, at its deployment when it names one (none for a run that is gone)."""
     run = EvaluationRun.objects.select_related("policy_version").filter(pk=run_id).first()
     if run is None:
         return []
@@ -433,7 +439,7 @@ def curves_refit_for_run(*, run_id: int, progress: Progress | None = None) -> li
     )
     if run.deployment_id:
         campaigns = campaigns.filter(deployments=run.deployment_id)
-    return _refit_each(list(campaigns.distinct()), progress)
+    return list(campaigns.distinct().order_by("pk"))
 
 
 def _refit_each(chosen: list[Campaign], progress: Progress | None) -> list[CurveFitRecord]:
@@ -481,15 +487,17 @@ def curves_refit_stale() -> list[Job]:
     latest refit, and that has no refit queued or running: production the fleet logged under
     its policies, mostly, which no evaluation import brings (run by Celery beat, see
     ``CELERY_BEAT_SCHEDULE``). A campaign whose latest refit read exactly what a refit would
-    read now is left alone, at the cost of reading its evidence. A campaign an import's refit
-    is queued for may be queued here too: the refit lock runs the two one after the other,
-    and the second is a read."""
-    busy = {
-        int(k["campaign_id"])
-        for k in Job.objects.filter(
-            kind="curves_refit", status__in=Job.ACTIVE, task_kwargs__has_key="campaign_id"
-        ).values_list("task_kwargs", flat=True)
-    }
+    read now is left alone, at the cost of reading its evidence; so is a campaign an
+    import's refit is queued or running for. Should two refits of a campaign still meet, the
+    refit lock runs them one after the other, and the second is a read."""
+    busy: set[int] = set()
+    for kwargs in Job.objects.filter(kind="curves_refit", status__in=Job.ACTIVE).values_list(
+        "task_kwargs", flat=True
+    ):
+        if "campaign_id" in kwargs:
+            busy.add(int(kwargs["campaign_id"]))
+        elif "run_id" in kwargs:  # an import's refit, of every campaign its run bears on
+            busy.update(c.pk for c in _campaigns_of_run(int(kwargs["run_id"])))
     queued: list[Job] = []
     refitted = CurveFitRecord.objects.values_list("campaign_id", flat=True).distinct()
     for campaign in Campaign.objects.filter(pk__in=refitted).exclude(pk__in=busy).order_by("pk"):
