@@ -4,31 +4,27 @@ connection, as requests on several workers would."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable
+from typing import TypeVar
 
 from django.db import connection
 
 T = TypeVar("T")
 
 
-def at_once(
-    work: Callable[..., T], times: int = 2, *, args: Sequence[tuple[Any, ...]] | None = None
-) -> list[T]:
-    """Call ``work`` on ``times`` threads released together (``args[i]`` for the i-th) and
-    return what each returned, in the order they returned. Each thread closes its database
-    connection when done; the first exception a thread raised is raised here, after every
-    thread has finished."""
-    calls = list(args) if args is not None else [()] * times
-    start = threading.Barrier(len(calls))
+def at_once(work: Callable[[], T], times: int = 2) -> list[T]:
+    """Call ``work`` on ``times`` threads released together and return what each returned,
+    in the order they returned. Each thread closes its database connection when done; the
+    first exception a thread raised is raised here, after every thread has finished."""
+    start = threading.Barrier(times)
     lock = threading.Lock()
     returned: list[T] = []
     failed: list[BaseException] = []
 
-    def run(call: tuple[Any, ...]) -> None:
+    def run() -> None:
         try:
             start.wait(timeout=60)
-            value = work(*call)
+            value = work()
             with lock:
                 returned.append(value)
         except BaseException as exc:  # raised in the test's thread below
@@ -37,7 +33,7 @@ def at_once(
         finally:
             connection.close()
 
-    threads = [threading.Thread(target=run, args=(call,), daemon=True) for call in calls]
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(times)]
     for thread in threads:
         thread.start()
     for thread in threads:

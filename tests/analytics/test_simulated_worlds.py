@@ -455,6 +455,22 @@ def test_an_earlier_release_starts_the_record_and_moves_no_draw_of_the_campaign(
     assert failures[0].sum() > failures[1].sum()
 
 
+def test_the_last_collection_is_taken_where_it_can_be_and_never_from_an_empty_cell():
+    # The one cell with a share holds 2 of the 5 episodes; the rest come from the cell that
+    # holds data but has no share, by what it holds; the empty cell gives nothing.
+    world = World(
+        labels=("a", "b", "c"),
+        target_share=np.array([1.0, 0.0, 0.0]),
+        train_count=np.array([2.0, 10.0, 0.0]),
+        truth=HiddenCurves(f_inf=np.zeros(3), a=np.full(3, 0.1), b=np.full(3, 0.8)),
+        config=WorldConfig(earlier_release=5),
+        budget=10.0,
+    )
+
+    assert world.earlier_train_count is not None
+    assert world.earlier_train_count.tolist() == [0.0, 7.0, 0.0]
+
+
 def test_a_first_round_learns_the_transfer_from_the_release_before():
     world = make_world(1003, config=dataclasses.replace(WORLDS["transfer"], earlier_release=5_000))
     alone = make_world(1003, config=WORLDS["transfer"])

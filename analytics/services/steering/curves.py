@@ -425,21 +425,21 @@ def curves_refit_for_run(*, run_id: int, progress: Progress | None = None) -> li
     """Refit every campaign an evaluation run bears on (its deployment's, or its embodiment's);
     ``progress`` is told, campaign after campaign, how far the refits are, in
     :data:`REFIT_STEPS` each."""
-    return _refit_each(_campaigns_of_run(run_id), progress)
+    return _refit_each(_campaigns_of_runs([run_id]), progress)
 
 
-def _campaigns_of_run(run_id: int) -> list[Campaign]:
-    """The campaigns an evaluation run bears on: its organization's of its policy's
-    embodiment, at its deployment when it names one (none for a run that is gone)."""
-    run = EvaluationRun.objects.select_related("policy_version").filter(pk=run_id).first()
-    if run is None:
-        return []
-    campaigns = Campaign.objects.filter(
-        organization_id=run.organization_id, embodiments=run.policy_version.embodiment_id
-    )
-    if run.deployment_id:
-        campaigns = campaigns.filter(deployments=run.deployment_id)
-    return list(campaigns.distinct().order_by("pk"))
+def _campaigns_of_runs(run_ids: list[int]) -> list[Campaign]:
+    """The campaigns evaluation runs bear on, in two queries: each run's organization's of
+    its policy's embodiment, at its deployment when it names one (none for runs gone)."""
+    bears = Q(pk__in=[])
+    for run in EvaluationRun.objects.select_related("policy_version").filter(pk__in=run_ids):
+        one = Q(organization_id=run.organization_id) & Q(
+            embodiments=run.policy_version.embodiment_id
+        )
+        if run.deployment_id:
+            one &= Q(deployments=run.deployment_id)
+        bears |= one
+    return list(Campaign.objects.filter(bears).distinct().order_by("pk"))
 
 
 def _refit_each(chosen: list[Campaign], progress: Progress | None) -> list[CurveFitRecord]:
@@ -490,14 +490,16 @@ def curves_refit_stale() -> list[Job]:
     read now is left alone, at the cost of reading its evidence; so is a campaign an
     import's refit is queued or running for. Should two refits of a campaign still meet, the
     refit lock runs them one after the other, and the second is a read."""
-    busy: set[int] = set()
-    for kwargs in Job.objects.filter(kind="curves_refit", status__in=Job.ACTIVE).values_list(
-        "task_kwargs", flat=True
-    ):
-        if "campaign_id" in kwargs:
-            busy.add(int(kwargs["campaign_id"]))
-        elif "run_id" in kwargs:  # an import's refit, of every campaign its run bears on
-            busy.update(c.pk for c in _campaigns_of_run(int(kwargs["run_id"])))
+    active = list(
+        Job.objects.filter(kind="curves_refit", status__in=Job.ACTIVE).values_list(
+            "task_kwargs", flat=True
+        )
+    )
+    busy = {int(k["campaign_id"]) for k in active if "campaign_id" in k}
+    # An import's refit, of every campaign its run bears on.
+    busy.update(
+        c.pk for c in _campaigns_of_runs([int(k["run_id"]) for k in active if "run_id" in k])
+    )
     queued: list[Job] = []
     refitted = CurveFitRecord.objects.values_list("campaign_id", flat=True).distinct()
     for campaign in Campaign.objects.filter(pk__in=refitted).exclude(pk__in=busy).order_by("pk"):

@@ -273,12 +273,7 @@ class World:
     def _by_share(self, total: float) -> FloatArray:
         """Return ``total`` whole trials spread over the cells by target share (largest
         remainders)."""
-        exact = total * self.target_share
-        trials = np.floor(exact)
-        left = round(total - float(trials.sum()))
-        order = np.lexsort((np.arange(exact.size), -(exact - trials)))
-        trials[order[:left]] += 1
-        return trials
+        return _whole(total * self.target_share)
 
     def evaluation_trials(self) -> FloatArray:
         """Return this round's evaluation trials per cell: ``eval_trials`` by target share."""
@@ -292,29 +287,24 @@ class World:
     def _earlier_counts(self) -> FloatArray:
         """Return the training counts of the release before the campaign's first policy:
         the starting data less ``earlier_release`` episodes, taken from the cells it covers
-        by target share, a cell giving no more than it holds (what it cannot give is taken
-        from the others by share), rounded to whole episodes by largest remainders."""
+        by target share (by what they hold where none of them has a share), a cell giving
+        no more than it holds (what it cannot give is taken from the others), rounded to
+        whole episodes by largest remainders."""
         held = self.train_count
         total = float(min(self.config.earlier_release, held.sum()))
-        exact = np.zeros_like(held)
         full = held <= 0
         while True:  # cells that cannot give their share give all they hold
-            open_ = ~full
-            share = np.where(open_, self.target_share, 0.0)
+            weight = np.where(full, 0.0, self.target_share)
+            if weight.sum() <= 0:
+                weight = np.where(full, 0.0, held)
+            if weight.sum() <= 0:  # every cell gives all it holds
+                return held - _whole(held)
             left = total - float(held[full].sum())
-            if share.sum() <= 0:
-                exact = np.where(full, held, 0.0)
-                break
-            exact = np.where(full, held, left * share / share.sum())
-            over = open_ & (exact >= held)
+            exact = np.where(full, held, left * weight / weight.sum())
+            over = ~full & (exact >= held)
             if not over.any():
-                break
+                return held - _whole(exact)
             full |= over
-        taken = np.floor(exact)
-        short = round(total - float(taken.sum()))
-        order = np.lexsort((np.arange(exact.size), -(exact - taken)))
-        taken[order[:short]] += 1  # below a cell's count: its exact share is
-        return held - taken
 
     def evaluate(self) -> None:
         """Evaluate the current policy: binomial failures from the hidden curves; and, where
@@ -385,6 +375,17 @@ class World:
     def floor_reliability(self) -> float:
         """Return the best reliability any amount of data could reach."""
         return 1.0 - self.floor_mass()
+
+
+def _whole(exact: FloatArray) -> FloatArray:
+    """Return ``exact`` rounded to whole numbers with the same (rounded) sum: each rounded
+    down, then one more to the largest remainders, ties to the first. Where ``exact`` is
+    below a whole bound in every cell, so is the result."""
+    whole = np.floor(exact)
+    left = round(float(exact.sum()) - float(whole.sum()))
+    order = np.lexsort((np.arange(exact.size), -(exact - whole)))
+    whole[order[:left]] += 1
+    return whole
 
 
 def _truth_of(world: World, round: int | None = None) -> HiddenCurves:
