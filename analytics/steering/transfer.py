@@ -356,7 +356,7 @@ class TransferModel:
             return (
                 "transfer between cells: none assumed until a second policy's outcomes show "
                 "it (no earlier round to learn from; the evaluation or production of the "
-                "release before would teach it now)"
+                "release before could show it now)"
             )
         known = not np.any(np.isnan(self.low))
         parts = [
