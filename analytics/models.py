@@ -384,6 +384,19 @@ class CampaignForecast(models.Model):
     rounds = models.PositiveSmallIntegerField()
     budget = models.PositiveIntegerField()
     seed = models.PositiveIntegerField()
+    world = models.CharField(
+        max_length=16,
+        default="default",
+        help_text="The simulated world's family (analytics.steering.simulate.WORLD_FAMILIES).",
+    )
+    production_days = models.PositiveSmallIntegerField(
+        default=0, help_text="Days of each policy's production the record holds."
+    )
+    earlier_release = models.PositiveIntegerField(
+        default=0,
+        help_text="Episodes of the last collection before the campaign; 0: the record starts "
+        "with the campaign's first policy.",
+    )
     job = models.OneToOneField(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="forecast"
     )
@@ -397,11 +410,21 @@ class CampaignForecast(models.Model):
         ordering = ["-created_at"]
         constraints = [
             models.UniqueConstraint(
-                fields=["campaign", "rounds", "budget", "seed"], name="forecast_one_per_parameters"
+                fields=[
+                    "campaign",
+                    "rounds",
+                    "budget",
+                    "seed",
+                    "world",
+                    "production_days",
+                    "earlier_release",
+                ],
+                name="forecast_one_per_parameters",
             )
         ]
 
     def __str__(self) -> str:
         return (
-            f"Forecast of {self.campaign}: {self.rounds} rounds × {self.budget} (seed {self.seed})"
+            f"Forecast of {self.campaign}: {self.rounds} rounds × {self.budget} (seed "
+            f"{self.seed}, world {self.world})"
         )

@@ -19,6 +19,8 @@ from analytics.models import (
 from sites.models import Deployment
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from campaigns.models import Campaign
 
 PRODUCTION_WINDOW_DAYS = 28
@@ -529,11 +531,12 @@ def latest_curves(*, campaign: Campaign, dimension_slugs: list[str]) -> CurveFit
 
 
 def campaign_forecast_find(
-    *, campaign: Campaign, rounds: int, budget: int, seed: int
+    *, campaign: Campaign, parameters: Mapping[str, Any]
 ) -> CampaignForecast | None:
-    """The stored forecast of a campaign for these parameters (with its job), if any."""
+    """The stored forecast of a campaign for these parameters (with its job), if any:
+    ``parameters`` are its fields (``ForecastParameters.fields()``)."""
     return (
-        CampaignForecast.objects.filter(campaign=campaign, rounds=rounds, budget=budget, seed=seed)
+        CampaignForecast.objects.filter(campaign=campaign, **parameters)
         .select_related("job")
         .first()
     )

@@ -133,7 +133,7 @@ def main() -> None:
     pages = Table()
     work = Table()
 
-    # --- forecast: old = the four simulations inside the GET; new = POST queues a job.
+    # --- forecast: old = the simulations inside the GET; new = POST queues a job.
     old = []
     for i in range(max(3, n // 5)):
         old.append(
@@ -144,7 +144,10 @@ def main() -> None:
                 }
             )[0]
         )
-    work.add("forecast: 4 strategies × 20 rounds (old: inside the GET)", old)
+    forecast_work = (
+        f"forecast: {len(FORECAST_STRATEGIES)} strategies × 20 rounds (old: inside the GET)"
+    )
+    work.add(forecast_work, old)
     forecast_url = f"/planner/campaigns/{campaign.pk}/forecast/"
     posts, jobs = [], []
     for i in range(n):
@@ -238,7 +241,7 @@ def main() -> None:
     for label, old_name, new_name, page_name in (
         (
             "forecast Simulate",
-            "forecast: 4 strategies × 20 rounds (old: inside the GET)",
+            forecast_work,
             "POST forecast Simulate (queues the job)",
             "GET forecast with its stored result",
         ),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -11,23 +12,45 @@ from accounts.services import job_create, job_enqueue, job_running
 from analytics.models import CampaignForecast
 from campaigns.models import Campaign
 
-FORECAST_STRATEGIES: tuple[str, ...] = ("steered", "uniform", "proportional", "more-of-the-same")
+FORECAST_STRATEGIES: tuple[str, ...] = (
+    "steered",
+    "uniform",
+    "proportional",
+    "more-of-the-same",
+    "oracle",
+)
+"""What a forecast plays: the recommender, the usual alternatives, and the oracle that knows
+the hidden truth (what each strategy's excess failures are measured against)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ForecastParameters:
+    """What a forecast is of: its rounds and episodes a round, the seed of its world, the
+    world's family (:data:`analytics.steering.simulate.WORLD_FAMILIES`) and the record its
+    strategies read (days of each policy's production; the release before the campaign,
+    trained without the last ``earlier_release`` episodes, or 0 for none)."""
+
+    rounds: int = 20
+    budget: int = 5_000
+    seed: int = 1
+    world: str = "default"
+    production_days: int = 0
+    earlier_release: int = 0
+
+    def fields(self) -> dict[str, Any]:
+        """The stored forecast's fields (and the page's query) for these parameters."""
+        return dataclasses.asdict(self)
 
 
 def campaign_forecast_request(
-    *, campaign: Campaign, rounds: int, budget: int, seed: int, actor: Any = None
+    *, campaign: Campaign, parameters: ForecastParameters, actor: Any = None
 ) -> CampaignForecast:
     """Return the stored forecast for these parameters, queueing its job when there is none.
 
     A forecast already computed, or one whose job is still queued or running, is returned
     as it is: a second click never starts a second job.
     """
-    params: dict[str, Any] = {
-        "campaign": campaign,
-        "rounds": rounds,
-        "budget": budget,
-        "seed": seed,
-    }
+    params: dict[str, Any] = {"campaign": campaign, **parameters.fields()}
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -45,7 +68,10 @@ def campaign_forecast_request(
         job = job_create(
             organization=campaign.organization,
             kind="forecast",
-            title=f"Forecast · {campaign.name} ({rounds} rounds × {budget:,}, seed {seed})",
+            title=(
+                f"Forecast · {campaign.name} ({parameters.rounds} rounds × "
+                f"{parameters.budget:,}, seed {parameters.seed}, world {parameters.world})"
+            ),
             task_name="analytics.tasks.campaign_forecast_compute",
             task_kwargs={"forecast_id": forecast.pk},
             created_by=actor,
@@ -62,7 +88,7 @@ def campaign_forecast_run(*, job_id: str) -> None:
 
     Idempotent: a forecast already computed is left as it is.
     """
-    from analytics.steering.simulate import simulate
+    from analytics.steering.simulate import ORACLE, excess_failures, simulate, world_config
 
     with job_running(job_id=job_id) as ctx:
         if ctx is None:
@@ -70,6 +96,11 @@ def campaign_forecast_run(*, job_id: str) -> None:
         forecast = CampaignForecast.objects.get(pk=ctx.job.task_kwargs["forecast_id"])
         if forecast.computed_at is not None:
             return
+        config = world_config(
+            forecast.world,
+            production_days=forecast.production_days,
+            earlier_release=forecast.earlier_release,
+        )
         total = forecast.rounds * len(FORECAST_STRATEGIES)
         result: dict[str, Any] = {}
         for done_before, name in enumerate(FORECAST_STRATEGIES):
@@ -84,6 +115,7 @@ def campaign_forecast_run(*, job_id: str) -> None:
                 seed=forecast.seed,
                 rounds=forecast.rounds,
                 budget=float(forecast.budget),
+                config=config,
                 on_round=played,
             )
             result[name] = {
@@ -93,7 +125,11 @@ def campaign_forecast_run(*, job_id: str) -> None:
                 "episodes_to_target": run.episodes_to_target,
                 "rounds_to_target": run.rounds_to_target,
                 "reachable": run.reachable,
+                "excess_failures": excess_failures(run),
             }
+        best = result[ORACLE]["excess_failures"]
+        for figures in result.values():
+            figures["versus_oracle"] = figures["excess_failures"] / best if best > 0 else None
         CampaignForecast.objects.filter(pk=forecast.pk).update(
             result=result, computed_at=timezone.now()
         )

@@ -22,7 +22,11 @@ from analytics.models import CampaignForecast as StoredForecast
 from analytics.models import EvaluationRun, PolicyVersion, RoundImpactReport
 from analytics.selectors import campaign_forecast_find
 from analytics.services.evaluations import EvaluationImportError, evaluation_import_file
-from analytics.services.forecast import campaign_forecast_request
+from analytics.services.forecast import (
+    FORECAST_STRATEGIES,
+    ForecastParameters,
+    campaign_forecast_request,
+)
 from analytics.services.policies import policy_version_save
 from analytics.services.steering import (
     ImpactUnavailable,
@@ -331,8 +335,10 @@ class RoundRecommend(MemberView, View):
         return redirect("planner:round-impact", pk=round.pk)
 
 
-def _forecast_params(data: Any) -> tuple[int, int, int]:
-    """Rounds, budget per round and seed from a query or form, clamped to their ranges."""
+def _forecast_params(data: Any) -> ForecastParameters:
+    """A forecast's parameters from a query or form: numbers clamped to their ranges, an
+    unknown world read as the benchmark's."""
+    from analytics.steering.simulate import WORLD_FAMILIES
 
     def number(name: str, default: int, low: int, high: int) -> int:
         try:
@@ -340,57 +346,70 @@ def _forecast_params(data: Any) -> tuple[int, int, int]:
         except ValueError:
             return default
 
-    return (
-        number("rounds", 20, 1, 60),
-        number("budget", 5000, 100, 100000),
-        number("seed", 1, 0, 10**6),
+    world = data.get("world", "default")
+    return ForecastParameters(
+        rounds=number("rounds", 20, 1, 60),
+        budget=number("budget", 5000, 100, 100000),
+        seed=number("seed", 1, 0, 10**6),
+        world=world if world in WORLD_FAMILIES else "default",
+        production_days=number("production_days", 0, 0, 30),
+        earlier_release=number("earlier_release", 0, 0, 100000),
     )
 
 
 def _forecast_of(
     request: HttpRequest, pk: int
-) -> tuple[Campaign, tuple[int, int, int], StoredForecast | None]:
+) -> tuple[Campaign, ForecastParameters, StoredForecast | None]:
     """The member's campaign, the forecast parameters the query asks for and their stored
     forecast (None when never asked)."""
     campaign = get_object_or_404(Campaign.objects.visible_to(request.user), pk=pk)
-    rounds, budget, seed = _forecast_params(request.GET)
-    forecast = campaign_forecast_find(campaign=campaign, rounds=rounds, budget=budget, seed=seed)
-    return campaign, (rounds, budget, seed), forecast
+    parameters = _forecast_params(request.GET)
+    forecast = campaign_forecast_find(campaign=campaign, parameters=parameters.fields())
+    return campaign, parameters, forecast
 
 
 class CampaignForecast(MemberView, TemplateView):
     """A synthetic campaign played forward under each strategy (hidden curves the strategies
-    never see): Simulate queues a job; its stored result shows for the same parameters."""
+    never see), in the world and with the record asked for, against the oracle that knows
+    the truth: Simulate queues a job; its stored result shows for the same parameters."""
 
     roles = MANAGERS
     scoped_model = Campaign
     template_name = "frontend/steering/forecast.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        campaign, (rounds, budget, seed), forecast = _forecast_of(self.request, kwargs["pk"])
-        runs = forecast.result if forecast is not None and forecast.computed_at else {}
+        from analytics.steering.simulate import WORLD_FAMILIES, describe_record, world_config
+
+        campaign, parameters, forecast = _forecast_of(self.request, kwargs["pk"])
+        stored = forecast.result if forecast is not None and forecast.computed_at else {}
+        # In the order they are played: the stored JSON keeps none.
+        runs = {name: stored[name] for name in FORECAST_STRATEGIES if name in stored}
         figure = charts.forecast_lines(runs=runs) if runs else None
         job = forecast.job if forecast is not None else None
+        config = world_config(
+            parameters.world,
+            production_days=parameters.production_days,
+            earlier_release=parameters.earlier_release,
+        )
         return super().get_context_data(
             campaign=campaign,
             forecast=forecast,
             job=job,
             runs=runs,
             figure=figure,
-            query=urlencode({"rounds": rounds, "budget": budget, "seed": seed}),
-            rounds=rounds,
-            budget=budget,
-            seed=seed,
+            query=urlencode(parameters.fields()),
+            parameters=parameters,
+            worlds=WORLD_FAMILIES.items(),
+            hardship=WORLD_FAMILIES[parameters.world],
+            record=describe_record(config),
             **kwargs,
         )
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         campaign = get_object_or_404(Campaign.objects.visible_to(request.user), pk=pk)
-        rounds, budget, seed = _forecast_params(request.POST)
-        campaign_forecast_request(
-            campaign=campaign, rounds=rounds, budget=budget, seed=seed, actor=request.user
-        )
-        query = urlencode({"rounds": rounds, "budget": budget, "seed": seed})
+        parameters = _forecast_params(request.POST)
+        campaign_forecast_request(campaign=campaign, parameters=parameters, actor=request.user)
+        query = urlencode(parameters.fields())
         return redirect(f"{reverse('planner:campaign-forecast', args=[campaign.pk])}?{query}")
 
 
@@ -402,10 +421,10 @@ class ForecastProgress(JobProgressView):
     template_name = "frontend/steering/_forecast_job.html"
 
     def progress_context(self, **kwargs: Any) -> dict[str, Any]:
-        campaign, (rounds, budget, seed), forecast = _forecast_of(self.request, kwargs["pk"])
+        campaign, parameters, forecast = _forecast_of(self.request, kwargs["pk"])
         return {
             "campaign": campaign,
             "forecast": forecast,
             "job": forecast.job if forecast is not None else None,
-            "query": urlencode({"rounds": rounds, "budget": budget, "seed": seed}),
+            "query": urlencode(parameters.fields()),
         }

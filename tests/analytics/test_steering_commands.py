@@ -177,6 +177,28 @@ def test_simulate_campaign_prints_a_table_by_round():
     assert "does not reach the target within 2 rounds" in text or "reaches the target" in text
 
 
+def test_simulate_campaign_measures_each_strategy_against_the_oracle():
+    from analytics.steering.simulate import excess_failures, simulate, world_config
+
+    stdout = StringIO()
+    call_command(
+        "simulate_campaign",
+        *("--strategy", "all", "--world", "cost", "--rounds", "2", "--seed", "4"),
+        stdout=stdout,
+    )
+    json_out = _simulated("steered", "cost", 4, 2)
+
+    config = world_config("cost")
+    best = excess_failures(simulate("oracle", seed=4, rounds=2, config=config))
+    steered = excess_failures(simulate("steered", seed=4, rounds=2, config=config))
+    text = stdout.getvalue()
+    assert "excess failures over the floor, a round counted as a day of production" in text
+    assert f"steered: {steered:,.0f} ({steered / best:.3f}×)" in text
+    assert f"oracle: {best:,.0f} (1.000×)" in text
+    assert json_out["excess_failures"] == round(steered, 3)
+    assert steered > best > 0  # no strategy beats the one that knows the truth here
+
+
 def test_recommend_learns_transfer_from_the_history_in_the_file(tmp_path):
     cells = [
         {**cell, "conditions": {"lighting": light, "clutter": clutter}}
@@ -280,7 +302,7 @@ def test_simulate_campaign_starts_a_record_with_the_release_before_and_refuses_a
         stdout=stdout,
     )
     assert (
-        "the record strategies read: each policy's evaluation and 1.5 day(s) of its "
+        "the record strategies read: each policy's evaluation and 1.5 days of its "
         "production, from the release before the campaign's first policy (trained without "
         "the last 5,000 episodes collected)"
     ) in stdout.getvalue()

@@ -90,12 +90,72 @@ def test_after_the_job_ran_the_forecast_page_shows_the_stored_result(
 
     forecast = CampaignForecast.objects.select_related("job").get(campaign=world_a.campaign)
     assert forecast.job.status == "succeeded", forecast.job.message
-    assert set(forecast.result) == {"steered", "uniform", "proportional", "more-of-the-same"}
+    assert set(forecast.result) == {
+        "steered",
+        "uniform",
+        "proportional",
+        "more-of-the-same",
+        "oracle",
+    }
     assert len(forecast.result["steered"]["interventions_per_day"]) == 3
     body = page.content.decode()
     assert "progress-card" not in body
     assert "Simulated" in body and "more-of-the-same" in body
     assert progress.status_code == 200 and progress["HX-Refresh"] == "true"
+
+
+def test_a_forecast_plays_the_world_and_record_asked_for_against_the_oracle(
+    world_a, client_for, django_capture_on_commit_callbacks
+):
+    from analytics.steering.simulate import excess_failures, simulate, world_config
+
+    manager = client_for(world_a.manager)
+    asked = {**FORECAST, "world": "cost", "production_days": "1", "earlier_release": "300"}
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = manager.post(forecast_url(world_a), asked)
+    page = manager.get(response["Location"]).content.decode()
+    plain = manager.get(f"{forecast_url(world_a)}?rounds=2&budget=100&seed=7").content.decode()
+
+    forecast = CampaignForecast.objects.select_related("job").get(campaign=world_a.campaign)
+    assert forecast.job.status == "succeeded", forecast.job.message
+    assert (forecast.world, forecast.production_days, forecast.earlier_release) == ("cost", 1, 300)
+    config = world_config("cost", production_days=1, earlier_release=300)
+    runs = {
+        name: simulate(name, seed=7, rounds=2, budget=100.0, config=config)
+        for name in ("steered", "oracle")
+    }
+    steered = forecast.result["steered"]
+    assert steered["interventions_per_day"] == list(runs["steered"].interventions_per_day)
+    ratio = excess_failures(runs["steered"]) / excess_failures(runs["oracle"])
+    assert steered["versus_oracle"] == pytest.approx(ratio)
+    assert forecast.result["oracle"]["versus_oracle"] == pytest.approx(1.0)
+    assert "× the oracle's" in page and f"{ratio:,.3f}" in page
+    rows = [page.index(f"<tr><td>{name}</td>") for name in ("steered", "uniform", "oracle")]
+    assert rows == sorted(rows)  # in the order they are played, not the JSON's
+    assert "episodes cost per cell, the dearest five times the cheapest" in page
+    assert "each policy&#x27;s evaluation and 1 day of its production" in page
+    assert 'option value="cost" title=' in page and "selected>cost" in page
+    # The same rounds, budget and seed in the benchmark's world are another forecast.
+    assert "Simulated" not in plain and "neighbours one condition apart" in plain
+
+
+def test_forecast_parameters_out_of_range_are_clamped_and_an_unknown_world_is_the_default(
+    world_a, client_for
+):
+    manager = client_for(world_a.manager)
+
+    manager.post(
+        forecast_url(world_a),
+        {**FORECAST, "world": "mars", "production_days": "99", "earlier_release": "-4"},
+    )
+
+    forecast = CampaignForecast.objects.get(campaign=world_a.campaign)
+    assert (forecast.world, forecast.production_days, forecast.earlier_release) == (
+        "default",
+        30,
+        0,
+    )
 
 
 def test_a_second_simulate_click_while_the_job_is_queued_starts_no_second_job(world_a, client_for):

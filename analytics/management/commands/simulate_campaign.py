@@ -14,7 +14,6 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 STRATEGIES = ("steered", "uniform", "proportional", "more-of-the-same", "oracle", "informed")
-WORLD_FAMILIES = ("default", "independent", "transfer", "cost", "noise", "drift", "all")
 
 
 class Command(BaseCommand):
@@ -36,9 +35,11 @@ class Command(BaseCommand):
         parser.add_argument(
             "--target", type=float, default=None, help="reliability target (default 0.999)"
         )
+        from analytics.steering.simulate import WORLD_FAMILIES
+
         parser.add_argument(
             "--world",
-            choices=WORLD_FAMILIES,
+            choices=list(WORLD_FAMILIES),
             default="default",
             help="the benchmark's world, or one with a hardship (transfer between cells "
             "sharing conditions, costs 5x apart, noisy evaluations, drift) or all of them",
@@ -63,25 +64,24 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         import dataclasses
 
-        from analytics.steering.simulate import WORLDS, WorldConfig, simulate
+        from analytics.steering.simulate import excess_failures, simulate, world_config
 
         rounds, budget = options["rounds"], options["budget"]
         if rounds < 1:
             raise CommandError("--rounds must be at least 1", returncode=2)
         if not budget > 0:
             raise CommandError("--budget must be > 0", returncode=2)
-        config = WorldConfig() if options["world"] == "default" else WORLDS[options["world"]]
-        if options["target"] is not None:
-            if not 0 < options["target"] < 1:
-                raise CommandError("--target must be between 0 and 1", returncode=2)
-            config = dataclasses.replace(config, reliability_target=options["target"])
         production = options["production"]
         if not (production >= 0 and production != float("inf")):
             raise CommandError("--production must be a number of days >= 0", returncode=2)
         earlier = options["earlier_release"]
         if earlier < 0:
             raise CommandError("--earlier-release must be a number of episodes >= 0", returncode=2)
-        config = dataclasses.replace(config, production_days=production, earlier_release=earlier)
+        config = world_config(options["world"], production_days=production, earlier_release=earlier)
+        if options["target"] is not None:
+            if not 0 < options["target"] < 1:
+                raise CommandError("--target must be between 0 and 1", returncode=2)
+            config = dataclasses.replace(config, reliability_target=options["target"])
         names = STRATEGIES if options["strategy"] == "all" else (options["strategy"],)
         results = [
             simulate(name, seed=options["seed"], rounds=rounds, budget=budget, config=config)
@@ -103,6 +103,7 @@ class Command(BaseCommand):
                         None if r.episodes_to_target is None else round(r.episodes_to_target)
                     ),
                     "rounds_to_target": r.rounds_to_target,
+                    "excess_failures": round(excess_failures(r), 3),
                 }
                 for r in results
             ]
@@ -111,6 +112,8 @@ class Command(BaseCommand):
         self._table(results, config)
 
     def _table(self, results: list[Any], config: Any) -> None:
+        from analytics.steering.simulate import ORACLE, describe_record, excess_failures
+
         first = results[0]
         self.stdout.write(
             f"Synthetic campaign, seed {first.seed}: {first.budget:,.0f} episodes a round, "
@@ -118,17 +121,7 @@ class Command(BaseCommand):
             f"{first.cycles_per_day * (1 - first.reliability_target):,.1f} interventions a day "
             f"at {first.cycles_per_day:,.0f} cycles a day"
         )
-        record = (
-            f"each policy's evaluation and {config.production_days:g} day(s) of its production"
-            if config.production_days
-            else "each policy's evaluation"
-        )
-        if config.earlier_release:
-            record += (
-                ", from the release before the campaign's first policy (trained without the "
-                f"last {config.earlier_release:,} episodes collected)"
-            )
-        self.stdout.write(f"the record strategies read: {record}")
+        self.stdout.write(f"the record strategies read: {describe_record(config)}")
         header = "round  episodes  " + "  ".join(f"{r.strategy:>16}" for r in results)
         self.stdout.write("interventions per day (true, hidden from the strategies)")
         self.stdout.write(header)
@@ -144,3 +137,14 @@ class Command(BaseCommand):
             else:
                 reach = f"does not reach the target within {r.rounds} rounds"
             self.stdout.write(f"{r.strategy}: {reach}")
+        oracle = next((r for r in results if r.strategy == ORACLE), None)
+        self.stdout.write(
+            "excess failures over the floor, a round counted as a day of production"
+            + (" (× the oracle's)" if oracle is not None else "")
+        )
+        for r in results:
+            excess = excess_failures(r)
+            ratio = ""
+            if oracle is not None and excess_failures(oracle) > 0:
+                ratio = f" ({excess / excess_failures(oracle):.3f}×)"
+            self.stdout.write(f"{r.strategy}: {excess:,.0f}{ratio}")

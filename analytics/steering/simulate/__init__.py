@@ -75,12 +75,15 @@ from analytics.steering.simulate.oracle import ORACLE, make_oracle, oracle_alloc
 from analytics.steering.simulate.world import (
     DIMENSIONS,
     TRANSFER_MODELS,
+    WORLD_FAMILIES,
     WORLDS,
     HiddenCurves,
     World,
     WorldConfig,
     _truth_of,  # noqa: F401  (for the simulator's tests and benches)
+    describe_record,
     make_world,
+    world_config,
 )
 
 __all__ = [
@@ -93,10 +96,12 @@ __all__ = [
     "REFERENCES",
     "TRANSFER_MODELS",
     "WORLDS",
+    "WORLD_FAMILIES",
     "CampaignResult",
     "HiddenCurves",
     "World",
     "WorldConfig",
+    "describe_record",
     "excess_failures",
     "informed_curves",
     "make_informed",
@@ -106,4 +111,5 @@ __all__ = [
     "oracle_allocation",
     "run_campaign",
     "simulate",
+    "world_config",
 ]

@@ -111,6 +111,48 @@ WORLDS: Mapping[str, WorldConfig] = {
 }
 """Named world families: the benchmark's world with one hardship each, or all of them."""
 
+WORLD_FAMILIES: Mapping[str, str] = {
+    "default": "the benchmark's world: neighbours one condition apart pass 5% of an episode",
+    "independent": "each cell learns only from its own episodes",
+    "transfer": "cells sharing condition values help each other, with strengths per dimension",
+    "cost": "episodes cost per cell, the dearest five times the cheapest",
+    "noise": "300 evaluation trials a round, not 2,000",
+    "drift": "from round 4 a failure mode triples the amplitude in 15% of the cells",
+    "all": "all of the above",
+}
+"""Every world a forecast can be played in (the benchmark's and :data:`WORLDS`), with what
+is hard in it."""
+
+
+def world_config(
+    family: str = "default", *, production_days: float = 0.0, earlier_release: int = 0
+) -> WorldConfig:
+    """The configuration of a named world (:data:`WORLD_FAMILIES`) whose record also holds
+    ``production_days`` of each policy's production and, when ``earlier_release`` is
+    positive, the release before the campaign. Raises ValueError naming what is wrong."""
+    if family not in WORLD_FAMILIES:
+        raise ValueError(f"unknown world {family!r}; choose from {', '.join(WORLD_FAMILIES)}")
+    base = WorldConfig() if family == "default" else WORLDS[family]
+    return dataclasses.replace(
+        base, production_days=production_days, earlier_release=earlier_release
+    )
+
+
+def describe_record(config: WorldConfig) -> str:
+    """In words, the record a world's strategies read."""
+    days = config.production_days
+    record = (
+        f"each policy's evaluation and {days:g} day{'' if days == 1 else 's'} of its production"
+        if days
+        else "each policy's evaluation"
+    )
+    if config.earlier_release:
+        record += (
+            ", from the release before the campaign's first policy (trained without the "
+            f"last {config.earlier_release:,} episodes collected)"
+        )
+    return record
+
 
 @dataclass(frozen=True, eq=False)
 class HiddenCurves:
