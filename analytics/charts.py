@@ -401,6 +401,7 @@ def performance_shift(
 
 def forecast_lines(*, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Interventions per day by round, one line per strategy of a forecast (log scale)."""
+    rounds = max((len(r["interventions_per_day"]) - 1 for r in runs.values()), default=0)
     return {
         "data": [
             {
@@ -414,7 +415,9 @@ def forecast_lines(*, runs: dict[str, dict[str, Any]]) -> dict[str, Any]:
         ],
         "layout": _layout(
             "Interventions per day by round (synthetic world)",
-            xaxis={"title": {"text": "round"}, "automargin": True},
+            # Whole rounds: a tick on each while they are few, never at half a round.
+            xaxis={"title": {"text": "round"}, "automargin": True, "tickformat": "d"}
+            | ({"dtick": 1} if rounds <= 15 else {}),
             yaxis={"title": {"text": "interventions per day"}, "type": "log", "automargin": True},
             height=380,
         ),

@@ -397,6 +397,9 @@ class CampaignForecast(models.Model):
         help_text="Episodes of the last collection before the campaign; 0: the record starts "
         "with the campaign's first policy.",
     )
+    worlds = models.PositiveSmallIntegerField(
+        default=1, help_text="How many worlds (seeds from seed on) the figures are medians of."
+    )
     job = models.OneToOneField(
         Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="forecast"
     )
@@ -418,6 +421,7 @@ class CampaignForecast(models.Model):
                     "world",
                     "production_days",
                     "earlier_release",
+                    "worlds",
                 ],
                 name="forecast_one_per_parameters",
             )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+import numpy as np
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -28,7 +29,8 @@ class ForecastParameters:
     """What a forecast is of: its rounds and episodes a round, the seed of its world, the
     world's family (:data:`analytics.steering.simulate.WORLD_FAMILIES`) and the record its
     strategies read (days of each policy's production; the release before the campaign,
-    trained without the last ``earlier_release`` episodes, or 0 for none)."""
+    trained without the last ``earlier_release`` episodes, or 0 for none), and how many
+    worlds of that family (seeds ``seed`` on) its figures are medians of."""
 
     rounds: int = 20
     budget: int = 5_000
@@ -36,6 +38,7 @@ class ForecastParameters:
     world: str = "default"
     production_days: int = 0
     earlier_release: int = 0
+    worlds: int = 1
 
     def fields(self) -> dict[str, Any]:
         """The stored forecast's fields (and the page's query) for these parameters."""
@@ -70,7 +73,8 @@ def campaign_forecast_request(
             kind="forecast",
             title=(
                 f"Forecast · {campaign.name} ({parameters.rounds} rounds × "
-                f"{parameters.budget:,}, seed {parameters.seed}, world {parameters.world})"
+                f"{parameters.budget:,}, seed {parameters.seed}, world {parameters.world} × "
+                f"{parameters.worlds})"
             ),
             task_name="analytics.tasks.campaign_forecast_compute",
             task_kwargs={"forecast_id": forecast.pk},
@@ -84,7 +88,10 @@ def campaign_forecast_request(
 
 
 def campaign_forecast_run(*, job_id: str) -> None:
-    """Play the forecast's campaign under every strategy, reporting progress per round.
+    """Play the forecast's campaign in each of its worlds under every strategy, reporting
+    progress per round: the first world's curves, and each strategy's excess failures and
+    their ratio to the oracle's in the same world, as medians over the worlds (with the
+    ratios' range when there are several).
 
     Idempotent: a forecast already computed is left as it is.
     """
@@ -101,35 +108,50 @@ def campaign_forecast_run(*, job_id: str) -> None:
             production_days=forecast.production_days,
             earlier_release=forecast.earlier_release,
         )
-        total = forecast.rounds * len(FORECAST_STRATEGIES)
+        seeds = range(forecast.seed, forecast.seed + forecast.worlds)
+        total = forecast.rounds * len(FORECAST_STRATEGIES) * len(seeds)
         result: dict[str, Any] = {}
-        for done_before, name in enumerate(FORECAST_STRATEGIES):
-            base = done_before * forecast.rounds
+        excess: dict[str, list[float]] = {name: [] for name in FORECAST_STRATEGIES}
+        played_before = 0
+        for seed in seeds:
+            for name in FORECAST_STRATEGIES:
+                base = played_before * forecast.rounds
+                where = f"{name}, world {seed - forecast.seed + 1} of {len(seeds)}"
 
-            def played(r: int, base: int = base, name: str = name) -> None:
-                ctx.progress(base + r, total, f"{name}: round {r} of {forecast.rounds}")
+                def played(r: int, base: int = base, where: str = where) -> None:
+                    ctx.progress(base + r, total, f"{where}: round {r} of {forecast.rounds}")
 
-            ctx.progress(base, total, f"{name}: round 0 of {forecast.rounds}", force=True)
-            run = simulate(
-                name,
-                seed=forecast.seed,
-                rounds=forecast.rounds,
-                budget=float(forecast.budget),
-                config=config,
-                on_round=played,
+                ctx.progress(base, total, f"{where}: round 0 of {forecast.rounds}", force=True)
+                run = simulate(
+                    name,
+                    seed=seed,
+                    rounds=forecast.rounds,
+                    budget=float(forecast.budget),
+                    config=config,
+                    on_round=played,
+                )
+                played_before += 1
+                excess[name].append(excess_failures(run))
+                if seed == forecast.seed:  # the curves shown are the first world's
+                    result[name] = {
+                        "interventions_per_day": [float(x) for x in run.interventions_per_day],
+                        "reliability": [float(x) for x in run.reliability],
+                        "episodes": [float(x) for x in run.episodes],
+                        "episodes_to_target": run.episodes_to_target,
+                        "rounds_to_target": run.rounds_to_target,
+                        "reachable": run.reachable,
+                    }
+        best = np.array(excess[ORACLE])
+        for name, figures in result.items():
+            mine = np.array(excess[name])
+            figures["excess_failures"] = float(np.median(mine))
+            ratios = mine[best > 0] / best[best > 0]
+            figures["versus_oracle"] = float(np.median(ratios)) if ratios.size else None
+            figures["versus_oracle_range"] = (
+                [float(ratios.min()), float(ratios.max())]
+                if ratios.size > 1 and name != ORACLE
+                else None
             )
-            result[name] = {
-                "interventions_per_day": [float(x) for x in run.interventions_per_day],
-                "reliability": [float(x) for x in run.reliability],
-                "episodes": [float(x) for x in run.episodes],
-                "episodes_to_target": run.episodes_to_target,
-                "rounds_to_target": run.rounds_to_target,
-                "reachable": run.reachable,
-                "excess_failures": excess_failures(run),
-            }
-        best = result[ORACLE]["excess_failures"]
-        for figures in result.values():
-            figures["versus_oracle"] = figures["excess_failures"] / best if best > 0 else None
         CampaignForecast.objects.filter(pk=forecast.pk).update(
             result=result, computed_at=timezone.now()
         )

@@ -354,6 +354,7 @@ def _forecast_params(data: Any) -> ForecastParameters:
         world=world if world in WORLD_FAMILIES else "default",
         production_days=number("production_days", 0, 0, 30),
         earlier_release=number("earlier_release", 0, 0, 100000),
+        worlds=number("worlds", 1, 1, 8),
     )
 
 
@@ -399,7 +400,8 @@ class CampaignForecast(MemberView, TemplateView):
             figure=figure,
             query=urlencode(parameters.fields()),
             parameters=parameters,
-            worlds=WORLD_FAMILIES.items(),
+            last_seed=parameters.seed + parameters.worlds - 1,
+            families=WORLD_FAMILIES.items(),
             hardship=WORLD_FAMILIES[parameters.world],
             record=describe_record(config),
             **kwargs,

@@ -140,6 +140,40 @@ def test_a_forecast_plays_the_world_and_record_asked_for_against_the_oracle(
     assert "Simulated" not in plain and "neighbours one condition apart" in plain
 
 
+def test_a_forecast_over_several_worlds_gives_medians_and_the_range_of_the_ratios(
+    world_a, client_for, django_capture_on_commit_callbacks
+):
+    from analytics.steering.simulate import excess_failures, simulate, world_config
+
+    manager = client_for(world_a.manager)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        response = manager.post(forecast_url(world_a), {**FORECAST, "worlds": "3"})
+    page = manager.get(response["Location"]).content.decode()
+
+    forecast = CampaignForecast.objects.select_related("job").get(campaign=world_a.campaign)
+    assert forecast.job.status == "succeeded", forecast.job.message
+    assert forecast.worlds == 3
+    config = world_config("default")
+    excess = {
+        name: [
+            excess_failures(simulate(name, seed=s, rounds=2, budget=100.0, config=config))
+            for s in (7, 8, 9)
+        ]
+        for name in ("proportional", "oracle")
+    }
+    ratios = sorted(p / o for p, o in zip(excess["proportional"], excess["oracle"], strict=True))
+    figures = forecast.result["proportional"]
+    assert figures["excess_failures"] == pytest.approx(sorted(excess["proportional"])[1])
+    assert figures["versus_oracle"] == pytest.approx(ratios[1])
+    assert figures["versus_oracle_range"] == pytest.approx([ratios[0], ratios[2]])
+    # The curves are the first world's.
+    first = simulate("proportional", seed=7, rounds=2, budget=100.0, config=config)
+    assert figures["interventions_per_day"] == list(first.interventions_per_day)
+    assert "medians over 3 worlds (seeds 7–9)" in page
+    assert f"[{ratios[0]:,.3f}–{ratios[2]:,.3f}]" in page
+
+
 def test_forecast_parameters_out_of_range_are_clamped_and_an_unknown_world_is_the_default(
     world_a, client_for
 ):
@@ -147,15 +181,22 @@ def test_forecast_parameters_out_of_range_are_clamped_and_an_unknown_world_is_th
 
     manager.post(
         forecast_url(world_a),
-        {**FORECAST, "world": "mars", "production_days": "99", "earlier_release": "-4"},
+        {
+            **FORECAST,
+            "world": "mars",
+            "production_days": "99",
+            "earlier_release": "-4",
+            "worlds": "50",
+        },
     )
 
     forecast = CampaignForecast.objects.get(campaign=world_a.campaign)
-    assert (forecast.world, forecast.production_days, forecast.earlier_release) == (
-        "default",
-        30,
-        0,
-    )
+    assert (
+        forecast.world,
+        forecast.production_days,
+        forecast.earlier_release,
+        forecast.worlds,
+    ) == ("default", 30, 0, 8)
 
 
 def test_a_second_simulate_click_while_the_job_is_queued_starts_no_second_job(world_a, client_for):
