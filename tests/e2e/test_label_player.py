@@ -151,18 +151,19 @@ def test_two_cameras_play_in_sync_under_one_scrubber_with_traces_and_keys(
     page.wait_for_selector("[data-player][data-playing='1']")
     wait_until(page, "() => document.querySelector('[data-player] video').currentTime > 0.9")
     # Playing, a camera is put back on the master's time once it drifts by half a frame:
-    # every snapshot's times agree within a frame. What the screens show lags the decoder,
-    # and a busy machine (the suite's two workers and Chromium on two cores) has once shown
-    # one camera two frames behind for a moment; out of sync, they would stay apart. So most
-    # snapshots show the same instant within a frame, and none is apart by more than three
-    # (the recording lasts 8 s so that a slow machine is usually still playing when they are
-    # done; when it is not, the stop below plays it again first).
+    # every snapshot's times agree within a frame (out of sync, they would drift apart). What
+    # the screens show lags each decoder by what the machine leaves it: on a busy one (the
+    # suite's two workers and Chromium on two cores) one camera has shown two frames behind
+    # for a moment, and on a slower one two frames behind in all five snapshots while both
+    # times agreed. So the images must be within three frames while playing; that they show
+    # the same instant is proven where they are still, after every seek and after the stop
+    # (assert_on_frame). The recording lasts 8 s so that a slow machine is usually still
+    # playing when the snapshots are done; when it is not, the stop below plays it again.
     gaps = []
     for _ in range(5):
         playing = shown(page)
         assert abs(playing[FRONT][0] - playing[WRIST][0]) < 2 * HALF_FRAME
         gaps.append(abs(playing[FRONT][1] - playing[WRIST][1]))
-    assert sum(gap <= 2 * HALF_FRAME + 1e-3 for gap in gaps) >= 3, gaps
     assert max(gaps) <= 6 * HALF_FRAME + 1e-3, gaps
     assert cursor(page) > before
     if page.get_attribute("[data-player]", "data-playing") != "1":
