@@ -47,7 +47,6 @@ cycles per day, a round counted as one day of production. No acceptance threshol
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import sys
@@ -73,9 +72,11 @@ from analytics.steering.simulate import (  # noqa: E402
     ORACLE,
     WORLDS,
     WorldConfig,
+    describe_record,
     excess_failures,
     median_or_none,
     simulate,
+    world_config,
 )
 from analytics.steering.strategies import STEERED_WITHOUT_TRANSFER, STRATEGY_NAMES  # noqa: E402
 
@@ -119,9 +120,7 @@ OracleJob = tuple[str, int, float, int, Exploration, tuple[str, ...], float, int
 def run_against_oracle(job: OracleJob) -> tuple[str, dict[str, float], float, float]:
     """Return one seed's excess failures per strategy, and the oracle's first and last reliability."""
     family, seed, budget, rounds, exploration, names, production, earlier = job
-    config = dataclasses.replace(
-        WORLDS[family], production_days=production, earlier_release=earlier
-    )
+    config = world_config(family, production_days=production, earlier_release=earlier)
     excess: dict[str, float] = {}
     first = last = math.nan
     for name in (*names, ORACLE):
@@ -174,18 +173,10 @@ def oracle_main(args: argparse.Namespace) -> int:
     print(
         f"{seeds} seeds ({ORACLE_FIRST_SEED}..{ORACLE_FIRST_SEED + seeds - 1}), {rounds} rounds "
         f"of {args.budget:,.0f} episodes, steered with {exploration.method} "
-        f"{exploration.level:g}, {args.workers} workers ({elapsed:.1f} s); "
-        + (
-            f"each policy's record holds {args.production:g} day(s) of its production "
-            "beside its evaluation"
-            if args.production
-            else "the record holds evaluations only"
-        )
-        + (
-            f"; it starts with the release before, trained without the last {args.earlier:,} "
-            "episodes collected"
-            if args.earlier
-            else ""
+        f"{exploration.level:g}, {args.workers} workers ({elapsed:.1f} s); the record "
+        "strategies read: "
+        + describe_record(
+            world_config(production_days=args.production, earlier_release=args.earlier)
         )
     )
     print(

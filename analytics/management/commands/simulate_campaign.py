@@ -9,9 +9,12 @@ Never touches the database.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+if TYPE_CHECKING:
+    from analytics.steering.simulate import CampaignResult, WorldConfig
 
 STRATEGIES = ("steered", "uniform", "proportional", "more-of-the-same", "oracle", "informed")
 
@@ -111,7 +114,7 @@ class Command(BaseCommand):
             return
         self._table(results, config)
 
-    def _table(self, results: list[Any], config: Any) -> None:
+    def _table(self, results: list[CampaignResult], config: WorldConfig) -> None:
         from analytics.steering.simulate import ORACLE, describe_record, excess_failures
 
         first = results[0]
@@ -142,9 +145,8 @@ class Command(BaseCommand):
             "excess failures over the floor, a round counted as a day of production"
             + (" (× the oracle's)" if oracle is not None else "")
         )
+        best = excess_failures(oracle) if oracle is not None else 0.0
         for r in results:
             excess = excess_failures(r)
-            ratio = ""
-            if oracle is not None and excess_failures(oracle) > 0:
-                ratio = f" ({excess / excess_failures(oracle):.3f}×)"
+            ratio = f" ({excess / best:.3f}×)" if best > 0 else ""
             self.stdout.write(f"{r.strategy}: {excess:,.0f}{ratio}")
