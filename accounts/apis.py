@@ -267,6 +267,17 @@ class ScopedModelViewSet(ScopedViewSetMixin, viewsets.ModelViewSet):
 
 class JobSerializer(serializers.ModelSerializer):
     percent = serializers.IntegerField(read_only=True, allow_null=True)
+    elapsed_seconds = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="How long the job has run (null before it starts).",
+    )
+    remaining_seconds = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="While it runs, how long it would still take at its pace so far: the time "
+        "run times the work left over the work done (null when not running or no progress yet).",
+    )
 
     class Meta:
         model = Job
@@ -286,6 +297,8 @@ class JobSerializer(serializers.ModelSerializer):
             "created_at",
             "started_at",
             "finished_at",
+            "elapsed_seconds",
+            "remaining_seconds",
         ]
         read_only_fields = fields
 

@@ -10,11 +10,13 @@ same two lookups scope views, APIs and admin lists alike.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -142,6 +144,14 @@ class TenantQuerySet(models.QuerySet):
         return self.filter(**{self.customer_path: membership.organization_id})
 
 
+EVEN_PACED_KINDS: frozenset[str] = frozenset({"import", "export", "conversion"})
+"""Kinds of job whose progress counts steps that cost alike (manifest rows, episodes
+exported or converted), so that the pace so far tells how long the rest will take. The
+others count stages of unequal cost (a forecast's steered rounds take ten times its other
+strategies', a refit's sampler runs before its refits): a pace read off them would mislead,
+and they say what they can in their own messages."""
+
+
 class Job(models.Model):
     """A long-running piece of work (import, report, plan, export) and its progress.
 
@@ -207,6 +217,42 @@ class Job(models.Model):
         if not self.progress_total:
             return None
         return min(100, int(100 * self.progress_done / self.progress_total))
+
+    def seconds_elapsed(self, now: datetime | None = None) -> float | None:
+        """How long the job has run: from its start to its end, or to ``now`` (default the
+        present) while it runs; ``None`` before it started."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at or now or timezone.now()
+        return max((end - self.started_at).total_seconds(), 0.0)
+
+    def seconds_left(self, now: datetime | None = None) -> float | None:
+        """While it runs, how long it would still take at its pace so far: the time it has
+        run times the work left over the work done. Only for the kinds whose steps cost
+        alike (:data:`EVEN_PACED_KINDS`: rows, episodes); ``None`` for the others and when
+        it is not running or has no start, no total or no progress yet to measure a pace by.
+        """
+        elapsed = self.seconds_elapsed(now)
+        if (
+            self.kind not in EVEN_PACED_KINDS
+            or self.status != self.Status.RUNNING
+            or elapsed is None
+            or not self.progress_total
+            or self.progress_done <= 0
+        ):
+            return None
+        left = max(self.progress_total - self.progress_done, 0)
+        return elapsed * left / self.progress_done
+
+    @property
+    def elapsed_seconds(self) -> float | None:
+        """:meth:`seconds_elapsed` now (the API's field)."""
+        return self.seconds_elapsed()
+
+    @property
+    def remaining_seconds(self) -> float | None:
+        """:meth:`seconds_left` now (the API's field)."""
+        return self.seconds_left()
 
 
 class AuditEvent(models.Model):

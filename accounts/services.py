@@ -22,6 +22,23 @@ from accounts.models import AuditEvent, Job, Organization
 logger = logging.getLogger("fieldcraft.jobs")
 
 
+def duration_words(seconds: float | None) -> str:
+    """``seconds`` in words a person reads at a glance: "under a second", "45 s",
+    "3 min 10 s", "1 h 5 min" (to the unit below the largest); "" for ``None``."""
+    if seconds is None:
+        return ""
+    whole = round(seconds)
+    if whole < 1:
+        return "under a second"
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    hours, rest = divmod(round(seconds / 60), 60)
+    return f"{hours} h {rest} min" if rest else f"{hours} h"
+
+
 class JobCancelled(Exception):
     """The user asked for the job to stop; the service rolls back what it started."""
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.services import job_create, job_enqueue, job_running
+from accounts.services import duration_words, job_create, job_enqueue, job_running
 from analytics.models import CampaignForecast
 from campaigns.models import Campaign
 
@@ -113,15 +115,34 @@ def campaign_forecast_run(*, job_id: str) -> None:
         result: dict[str, Any] = {}
         excess: dict[str, list[float]] = {name: [] for name in FORECAST_STRATEGIES}
         played_before = 0
-        for seed in seeds:
+        # Each world costs about the same (the same strategies, rounds and record), but
+        # within one the steered rounds cost ten times the others': the time left is told
+        # by whole worlds, once the first is played.
+        started = time.monotonic()
+        for done_worlds, seed in enumerate(seeds):
+            per_world = (time.monotonic() - started) / done_worlds if done_worlds else None
             for name in FORECAST_STRATEGIES:
                 base = played_before * forecast.rounds
                 where = f"{name}, world {seed - forecast.seed + 1} of {len(seeds)}"
 
-                def played(r: int, base: int = base, where: str = where) -> None:
-                    ctx.progress(base + r, total, f"{where}: round {r} of {forecast.rounds}")
+                def said(
+                    r: int,
+                    where: str = where,
+                    per_world: float | None = per_world,
+                    done: int = done_worlds,
+                ) -> str:
+                    message = f"{where}: round {r} of {forecast.rounds}"
+                    if per_world is None:
+                        return message
+                    # The worlds not yet played, less what the current one has run.
+                    into = time.monotonic() - started - per_world * done
+                    left = per_world * (len(seeds) - done) - into
+                    return f"{message} · about {duration_words(max(left, 0.0))} left"
 
-                ctx.progress(base, total, f"{where}: round 0 of {forecast.rounds}", force=True)
+                def played(r: int, base: int = base, said: Callable[[int], str] = said) -> None:
+                    ctx.progress(base + r, total, said(r))
+
+                ctx.progress(base, total, said(0), force=True)
                 run = simulate(
                     name,
                     seed=seed,

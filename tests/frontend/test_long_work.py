@@ -7,6 +7,7 @@ job ran, the page shows the stored result without computing anything.
 
 from __future__ import annotations
 
+import re
 from datetime import date
 
 import pytest
@@ -141,11 +142,21 @@ def test_a_forecast_plays_the_world_and_record_asked_for_against_the_oracle(
 
 
 def test_a_forecast_over_several_worlds_gives_medians_and_the_range_of_the_ratios(
-    world_a, client_for, django_capture_on_commit_callbacks
+    world_a, client_for, django_capture_on_commit_callbacks, monkeypatch
 ):
+    from accounts.services import JobContext
     from analytics.steering.simulate import excess_failures, simulate, world_config
 
     manager = client_for(world_a.manager)
+    # What the job tells the page as it goes (the real progress call, listened to).
+    told: list[str] = []
+    progress = JobContext.progress
+
+    def listened(self, done, total=None, message="", **kwargs):
+        told.append(message)
+        return progress(self, done, total, message, **kwargs)
+
+    monkeypatch.setattr(JobContext, "progress", listened)
 
     with django_capture_on_commit_callbacks(execute=True):
         response = manager.post(forecast_url(world_a), {**FORECAST, "worlds": "3"})
@@ -172,6 +183,13 @@ def test_a_forecast_over_several_worlds_gives_medians_and_the_range_of_the_ratio
     assert figures["interventions_per_day"] == list(first.interventions_per_day)
     assert "medians over 3 worlds (seeds 7–9)" in page
     assert f"[{ratios[0]:,.3f}–{ratios[2]:,.3f}]" in page
+    # The first world's play says no time left (within a world the steered rounds cost
+    # far more than the others'); from the second on, the worlds left at the pace of those
+    # played.
+    played = [m for m in told if ", world " in m]
+    assert played and all("left" not in m for m in played if "world 1 of 3" in m)
+    later = [m for m in played if "world 1 of 3" not in m]
+    assert later and all(re.search(r"round \d of 2 · about .+ left$", m) for m in later)
 
 
 def test_forecast_parameters_out_of_range_are_clamped_and_an_unknown_world_is_the_default(
