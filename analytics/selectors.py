@@ -21,6 +21,7 @@ from sites.models import Deployment
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from accounts.models import Organization
     from campaigns.models import Campaign
 
 PRODUCTION_WINDOW_DAYS = 28
@@ -540,3 +541,45 @@ def campaign_forecast_find(
         .select_related("job")
         .first()
     )
+
+
+PACE_FORECASTS = 5
+"""How many of an organization's latest forecasts time the next one."""
+
+
+@dataclass(frozen=True)
+class ForecastPace:
+    """How fast an organization's latest forecasts ran in the worker: ``seconds_per_round``
+    is a round of every strategy in one world, over the ``forecasts`` timed."""
+
+    forecasts: int
+    seconds_per_round: float
+
+    def seconds(self, *, rounds: int, worlds: int) -> float:
+        """How long a forecast of ``rounds`` rounds in ``worlds`` worlds would take."""
+        return self.seconds_per_round * rounds * worlds
+
+
+def forecast_pace(*, organization: Organization) -> ForecastPace | None:
+    """The pace of the organization's latest :data:`PACE_FORECASTS` forecasts that ran to
+    the end (their jobs' time from start to finish over their rounds times their worlds),
+    or ``None`` before any has: what a manager is told before starting a long one."""
+    timed = list(
+        CampaignForecast.objects.filter(
+            campaign__organization=organization,
+            computed_at__isnull=False,
+            job__status="succeeded",
+            job__started_at__isnull=False,
+            job__finished_at__isnull=False,
+        )
+        .order_by("-computed_at", "-pk")
+        .values_list("rounds", "worlds", "job__started_at", "job__finished_at")[:PACE_FORECASTS]
+    )
+    rounds, seconds = 0, 0.0
+    for r, w, start, end in timed:
+        if start is not None and end is not None:  # the filter says so; the types do not
+            rounds += r * max(w, 1)
+            seconds += max((end - start).total_seconds(), 0.0)
+    if rounds <= 0:
+        return None
+    return ForecastPace(forecasts=len(timed), seconds_per_round=seconds / rounds)

@@ -63,3 +63,19 @@ def chromium() -> Iterator[Any]:
             os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         else:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+def log_in(page: Any, base: str, username: str, then: str, *, password: str = "pw") -> Any:
+    """Sign ``username`` in on ``page`` through the login form, then wait on ``then`` (a
+    path, any query after it)."""
+    page.goto(f"{base}/login/?next={then}")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base}{then}*")
+    return page
+
+
+def sign_in(context: Any, base: str, username: str, then: str) -> Any:
+    """A new page of ``context`` with ``username`` signed in, on ``then``."""
+    return log_in(context.new_page(), base, username, then)

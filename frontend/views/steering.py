@@ -17,10 +17,11 @@ from django.views import View
 from django.views.generic import TemplateView
 
 from accounts.models import Job
+from accounts.services import duration_words
 from analytics import charts
 from analytics.models import CampaignForecast as StoredForecast
 from analytics.models import EvaluationRun, PolicyVersion, RoundImpactReport
-from analytics.selectors import campaign_forecast_find
+from analytics.selectors import campaign_forecast_find, forecast_pace
 from analytics.services.evaluations import EvaluationImportError, evaluation_import_file
 from analytics.services.forecast import (
     FORECAST_STRATEGIES,
@@ -392,6 +393,7 @@ class CampaignForecast(MemberView, TemplateView):
             production_days=parameters.production_days,
             earlier_release=parameters.earlier_release,
         )
+        pace = forecast_pace(organization=campaign.organization)
         return super().get_context_data(
             campaign=campaign,
             forecast=forecast,
@@ -404,6 +406,12 @@ class CampaignForecast(MemberView, TemplateView):
             families=WORLD_FAMILIES.items(),
             hardship=WORLD_FAMILIES[parameters.world],
             record=describe_record(config),
+            pace=pace,
+            estimate=(
+                duration_words(pace.seconds(rounds=parameters.rounds, worlds=parameters.worlds))
+                if pace is not None
+                else ""
+            ),
             **kwargs,
         )
 

@@ -3,22 +3,11 @@ plotly figures, never as live links."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
-
-from tests.browser import chromium, needs_chromium
+from tests.browser import log_in, needs_chromium
 
 pytestmark = needs_chromium
 
 EVIL = '<a href="https://evil.example">x</a>'
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 def test_customer_dashboard_shows_a_link_label_as_text_not_as_a_link(
@@ -48,11 +37,7 @@ def test_customer_dashboard_shows_a_link_label_as_text_not_as_a_link(
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(str(e)))
 
-    page.goto(f"{base}/login/?next=/dashboard/")
-    page.fill("input[name=username]", world.viewer.username)
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}/dashboard/*")
+    log_in(page, base, world.viewer.username, "/dashboard/")
     page.wait_for_selector('[data-plot="site-map"] .main-svg')
     page.wait_for_selector(f'[data-plot="heat-{world.campaign.pk}"] .main-svg')
     # plotly draws its links as SVG anchors with xlink:href: match the attribute in any namespace.

@@ -9,14 +9,13 @@ without scrolling, in both tablet orientations, and they stay there after a tap.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from campaigns.models import ProtocolStep
-from tests.browser import chromium, needs_chromium
+from tests.browser import needs_chromium, sign_in
 from tests.campaigns.field_support import field_setup
 from tests.factories import build_world
 
@@ -55,12 +54,6 @@ ON_SCREEN_JS = """
 """
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
-
-
 def assert_counter_on_screen(page: Any, selector: str, where: str) -> None:
     shots = os.environ.get("FIELD_SCREENSHOTS")
     if shots:
@@ -80,12 +73,7 @@ def test_a_capture_step_shows_its_counter_and_buttons_without_scrolling(
     task, bright = setup.task, setup.bright
     ProtocolStep.objects.filter(task=task, target=bright).update(instructions=INSTRUCTIONS)
     context = browser.new_context(viewport={"width": width, "height": height}, has_touch=True)
-    page = context.new_page()
-    page.goto(f"{live_server.url}/login/?next=/field/")
-    page.fill("input[name=username]", setup.world.field.username)
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/field/*")
+    page = sign_in(context, live_server.url, setup.world.field.username, "/field/")
     counter = f'.counter[data-target="{bright.pk}"]'
 
     page.goto(f"{live_server.url}/field/#/task/{task.pk}/step/3")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import pytest
 
 from campaigns.models import FieldRecord
 from labeling.models import Episode
-from tests.browser import chromium, needs_chromium
+from tests.browser import needs_chromium, sign_in
 from tests.campaigns.field_support import field_setup
 from tests.factories import build_world
 
@@ -42,22 +41,6 @@ TAP_TARGETS_JS = """
   .map(({ el, r }) => `${el.outerHTML.slice(0, 90)} is ${Math.round(r.width)}x${Math.round(r.height)}`)
 """
 NO_HSCROLL_JS = "() => document.documentElement.scrollWidth <= window.innerWidth"
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
-
-
-def sign_in(context: Any, base: str, username: str, then: str) -> Any:
-    page = context.new_page()
-    page.goto(f"{base}/login/?next={then}")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{base}{then}*")
-    return page
 
 
 def assert_tablet_friendly(page: Any, where: str) -> None:

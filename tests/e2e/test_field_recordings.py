@@ -26,9 +26,9 @@ from campaigns.models import FieldRecord, TaskRecording
 from labeling.capture.synthetic import CameraPlan, RecordingPlan, write_recording
 from labeling.models import Episode, Recording
 from sites.models import Camera
-from tests.browser import chromium, needs_chromium
+from tests.browser import needs_chromium, sign_in
 from tests.campaigns.field_support import FieldSetup, field_setup
-from tests.e2e.test_field_offline import assert_tablet_friendly, sign_in
+from tests.e2e.test_field_offline import assert_tablet_friendly
 from tests.factories import build_world
 
 pytestmark = needs_chromium
@@ -39,12 +39,6 @@ WATCH_PROGRESS_JS = """() => { window.seenProgress = [];
   new MutationObserver(() => document.querySelectorAll('li.upload[data-upload]').forEach((row) =>
     window.seenProgress.push([row.dataset.name, row.querySelector('.up-progress').textContent])))
   .observe(document.body, { subtree: true, childList: true, characterData: true }); }"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 @dataclass

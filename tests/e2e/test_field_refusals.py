@@ -9,27 +9,18 @@ reload, and are never sent again.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
-
 from campaigns.models import CollectionTask, FieldRecord, FieldTeam
-from tests.browser import chromium, needs_chromium
+from tests.browser import needs_chromium, sign_in
 from tests.campaigns.field_support import field_setup
-from tests.e2e.test_field_offline import assert_tablet_friendly, sign_in
+from tests.e2e.test_field_offline import assert_tablet_friendly
 from tests.factories import build_world
 
 pytestmark = needs_chromium
 
 ENQUEUE_JS = """([uuid, task, text]) => window.fieldApp.sync.enqueue({uuid, kind: 'note', task,
     payload: {text}, client_created_at: new Date().toISOString(), task_version_seen: 1})"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 def test_refused_records_are_final_and_shown_while_the_rest_syncs(

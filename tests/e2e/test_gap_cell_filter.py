@@ -7,12 +7,7 @@ and the filter must live in the page's address, so that a reload shows the same 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
-
-from tests.browser import chromium, needs_chromium
+from tests.browser import needs_chromium, sign_in
 from tests.factories import build_world
 
 pytestmark = needs_chromium
@@ -23,24 +18,13 @@ ROW_LABELS_JS = (
 )
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
-
-
 def test_enter_in_the_cell_filter_filters_in_place_and_a_reload_keeps_it(
     browser, live_server, transactional_db
 ):
     world = build_world("qzfilter")
     context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
     report_page = f"/planner/gap/{world.gap_report.pk}/"
-    page.goto(f"{live_server.url}/login/?next={report_page}")
-    page.fill("input[name=username]", world.manager.username)
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}{report_page}")
+    page = sign_in(context, live_server.url, world.manager.username, report_page)
     page.wait_for_selector("#cells input[name=q]")
     every_cell = page.evaluate(ROW_LABELS_JS)
     dim_cells = [label for label in every_cell if "dim" in label.lower()]

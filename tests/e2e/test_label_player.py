@@ -7,27 +7,19 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pytest
 
 from labeling.capture.synthetic import read_clock
 from labeling.models import Annotation
-from tests.browser import chromium, needs_chromium
+from tests.browser import needs_chromium
 from tests.labeling.player_support import FRONT, WRIST, record_episode
 
 pytestmark = needs_chromium
 
 FPS = 30.0
 HALF_FRAME = 0.5 / FPS
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 # Both videos' time and what they show: each drawn into a canvas and its pixels read back.

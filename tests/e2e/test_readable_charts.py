@@ -4,12 +4,7 @@ both axes."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
-import pytest
-
-from tests.browser import chromium, needs_chromium
+from tests.browser import log_in, needs_chromium
 
 pytestmark = needs_chromium
 
@@ -31,12 +26,6 @@ OUTSIDE_JS = """() => Array.from(document.querySelectorAll('.plot')).flatMap((pl
         return inside ? [] : [plot.dataset.plot + ': ' + t.textContent];
     });
 })"""
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 def test_gap_report_charts_draw_long_labels_and_axis_titles_inside_the_figure(
@@ -64,11 +53,7 @@ def test_gap_report_charts_draw_long_labels_and_axis_titles_inside_the_figure(
     problems: list[str] = []
     page.on("pageerror", lambda e: problems.append(str(e)))
     url = f"/planner/gap/{report.pk}/"
-    page.goto(f"{live_server.url}/login/?next={url}")
-    page.fill("input[name=username]", world.manager.username)
-    page.fill("input[name=password]", "pw")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}{url}")
+    log_in(page, live_server.url, world.manager.username, url)
     page.wait_for_selector("#heatmap .main-svg .ytick text")
     page.wait_for_selector('[data-plot="bars-1"] .main-svg .ytick text')
 

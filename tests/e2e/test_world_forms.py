@@ -4,23 +4,14 @@ the embodiment's page shows them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from accounts.models import Organization, Role
 from sites.models import Embodiment
-from tests.browser import chromium, needs_chromium
+from tests.browser import needs_chromium
 from tests.factories import member
 
 pytestmark = needs_chromium
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with chromium() as launched:
-        yield launched
 
 
 def test_a_manager_adds_an_embodiment_with_two_cameras_and_an_action_dimension(

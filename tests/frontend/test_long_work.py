@@ -192,6 +192,39 @@ def test_a_forecast_over_several_worlds_gives_medians_and_the_range_of_the_ratio
     assert later and all(re.search(r"round \d of 2 · about .+ left$", m) for m in later)
 
 
+def test_before_a_forecast_starts_the_page_says_how_long_it_would_take_at_the_last_ones_pace(
+    world_a, world_b, client_for, django_capture_on_commit_callbacks
+):
+    from datetime import timedelta
+
+    manager = client_for(world_a.manager)
+    name = world_a.operator.name
+    page = manager.get(forecast_url(world_a)).content.decode()
+    assert f"No forecast of {name} has run to the end yet to time this one by." in page
+    # The form asks the page again as its fields change, and takes only the estimate.
+    assert 'hx-select="#forecast-estimate"' in page
+
+    with django_capture_on_commit_callbacks(execute=True):
+        manager.post(forecast_url(world_a), FORECAST)  # 2 rounds, 1 world
+    job = CampaignForecast.objects.get(campaign=world_a.campaign).job
+    assert job.status == "succeeded"
+    # Its time in the worker, made round for the test: 40 s for two rounds of one world.
+    Job.objects.filter(pk=job.pk).update(finished_at=job.started_at + timedelta(seconds=40))
+
+    page = manager.get(f"{forecast_url(world_a)}?rounds=60&worlds=8").content.decode()
+    assert (
+        f"At the pace of the last forecast of {name} (20.0 s a round in each world, every "
+        "strategy played), <strong>60 rounds in 8 worlds take about 2 h 40 min</strong>"
+    ) in page
+    page = manager.get(f"{forecast_url(world_a)}?rounds=3").content.decode()
+    assert "<strong>3 rounds in 1 world take about 1 min</strong>" in page
+
+    # Another organization's forecasts time nothing of this one's.
+    other = client_for(world_b.manager)
+    page = other.get(forecast_url(world_b)).content.decode()
+    assert f"No forecast of {world_b.operator.name} has run to the end yet" in page
+
+
 def test_forecast_parameters_out_of_range_are_clamped_and_an_unknown_world_is_the_default(
     world_a, client_for
 ):
