@@ -275,8 +275,9 @@ class JobSerializer(serializers.ModelSerializer):
     remaining_seconds = serializers.FloatField(
         read_only=True,
         allow_null=True,
-        help_text="While it runs, how long it would still take at its pace so far: the time "
-        "run times the work left over the work done (null when not running or no progress yet).",
+        help_text="While an import, export or conversion runs (steps that cost alike), how "
+        "long it would still take at its pace so far: the time run times the work left over "
+        "the work done. Null for other kinds, when not running, or with no progress yet.",
     )
 
     class Meta:

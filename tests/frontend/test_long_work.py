@@ -211,13 +211,16 @@ def test_before_a_forecast_starts_the_page_says_how_long_it_would_take_at_the_la
     # Its time in the worker, made round for the test: 40 s for two rounds of one world.
     Job.objects.filter(pk=job.pk).update(finished_at=job.started_at + timedelta(seconds=40))
 
+    # Its work: rounds 1 and 2, each its number plus three (HISTORY_ROUNDS), 9 units in
+    # 40 s. Sixty rounds in one world are 1,830 + 180 = 2,010 units; in eight, 16,080.
     page = manager.get(f"{forecast_url(world_a)}?rounds=60&worlds=8").content.decode()
     assert (
-        f"At the pace of the last forecast of {name} (20.0 s a round in each world, every "
-        "strategy played), <strong>60 rounds in 8 worlds take about 2 h 40 min</strong>"
+        f"At the pace of the last forecast of {name}, <strong>60 rounds in 8 worlds take "
+        "about 19 h 51 min</strong> in the worker"
     ) in page
     page = manager.get(f"{forecast_url(world_a)}?rounds=3").content.decode()
-    assert "<strong>3 rounds in 1 world take about 1 min</strong>" in page
+    # 6 + 9 = 15 units: 66.7 s.
+    assert "<strong>3 rounds in 1 world take about 1 min 7 s</strong>" in page
 
     # Another organization's forecasts time nothing of this one's.
     other = client_for(world_b.manager)
