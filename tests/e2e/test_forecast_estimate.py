@@ -60,4 +60,12 @@ def test_the_estimate_follows_the_rounds_and_worlds_typed_without_a_reload(
     assert page.url == f"{live_server.url}{forecast_page}"
     # Nothing was simulated by typing.
     assert CampaignForecast.objects.filter(campaign=world.campaign).count() == 1
+
+    # Simulate still posts the form (a short one: the job runs in the request in tests).
+    page.fill("input[name=rounds]", "1")
+    page.fill("input[name=worlds]", "1")
+    page.click("button.primary")
+    page.wait_for_url(f"{live_server.url}{forecast_page}?rounds=1&*")
+    asked = CampaignForecast.objects.get(campaign=world.campaign, rounds=1)
+    assert (asked.worlds, asked.budget) == (1, 5000)
     context.close()
