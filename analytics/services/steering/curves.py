@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -18,7 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Job
-from accounts.services import job_create, job_running
+from accounts.services import duration_words, job_create, job_running
 from analytics.gap import CellHistory
 from analytics.learning import POSTERIOR_LEVELS, fit_history, posterior_quantiles
 from analytics.models import (
@@ -351,11 +352,20 @@ def _refit_locked(campaign: Campaign, progress: Progress | None) -> CurveFitReco
     if current is not None:
         return current
 
+    # The curve refits cost alike, and follow the sampler's sweeps: their pace so far tells
+    # how long the rest will take (minutes at 20,000 cells).
+    refits_from = [time.monotonic()]
+
     def stepped(done: int, total: int) -> None:
         if progress is not None:
-            progress(done, REFIT_STEPS, f"transfer between cells, curve refit {done} of {total}")
+            said = f"transfer between cells, curve refit {done} of {total}"
+            if 0 < done < total:
+                pace = (time.monotonic() - refits_from[0]) / done
+                said += f" · about {duration_words(pace * (total - done))} left"
+            progress(done, REFIT_STEPS, said)
 
     def swept(done: int, total: int) -> None:
+        refits_from[0] = time.monotonic()
         if progress is not None:
             progress(  # the sampler runs before the curve refits
                 0,
