@@ -39,6 +39,11 @@ def duration_words(seconds: float | None) -> str:
     return f"{hours} h {rest} min" if rest else f"{hours} h"
 
 
+def time_left_words(seconds: float) -> str:
+    """What is left of a job, in words: "about 3 min left", or "finishing" under a second."""
+    return f"about {duration_words(seconds)} left" if seconds >= 1 else "finishing"
+
+
 class JobCancelled(Exception):
     """The user asked for the job to stop; the service rolls back what it started."""
 

@@ -11,7 +11,7 @@ import numpy as np
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.services import duration_words, job_create, job_enqueue, job_running
+from accounts.services import job_create, job_enqueue, job_running, time_left_words
 from analytics.models import CampaignForecast
 from campaigns.models import Campaign
 
@@ -125,19 +125,13 @@ def campaign_forecast_run(*, job_id: str) -> None:
                 base = played_before * forecast.rounds
                 where = f"{name}, world {seed - forecast.seed + 1} of {len(seeds)}"
 
-                def said(
-                    r: int,
-                    where: str = where,
-                    per_world: float | None = per_world,
-                    done: int = done_worlds,
-                ) -> str:
+                def said(r: int, where: str = where, per_world: float | None = per_world) -> str:
                     message = f"{where}: round {r} of {forecast.rounds}"
                     if per_world is None:
                         return message
-                    # The worlds not yet played, less what the current one has run.
-                    into = time.monotonic() - started - per_world * done
-                    left = per_world * (len(seeds) - done) - into
-                    return f"{message} · about {duration_words(max(left, 0.0))} left"
+                    # Every world at the pace of those played, less the time run so far.
+                    left = per_world * len(seeds) - (time.monotonic() - started)
+                    return f"{message} · {time_left_words(left)}"
 
                 def played(r: int, base: int = base, said: Callable[[int], str] = said) -> None:
                     ctx.progress(base + r, total, said(r))

@@ -8,7 +8,7 @@ from typing import Any
 
 from django import template
 
-from accounts.services import duration_words
+from accounts.services import duration_words, time_left_words
 
 register = template.Library()
 
@@ -27,7 +27,7 @@ def job_time(job: Any) -> str:
     said = f"{duration_words(elapsed)} so far"
     left = job.seconds_left()
     if left is not None:
-        said += f" · about {duration_words(left)} left" if left >= 1 else " · finishing"
+        said += f" · {time_left_words(left)}"
     return said
 
 

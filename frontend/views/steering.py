@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.core.validators import slug_re
 from django.db.models import Count, Sum
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.views import View
@@ -347,16 +347,25 @@ def _forecast_params(data: Any) -> ForecastParameters:
         except ValueError:
             return default
 
-    world = data.get("world", "default")
+    default = ForecastParameters()
+    world = data.get("world", default.world)
     return ForecastParameters(
-        rounds=number("rounds", 20, 1, 60),
-        budget=number("budget", 5000, 100, 100000),
-        seed=number("seed", 1, 0, 10**6),
-        world=world if world in WORLD_FAMILIES else "default",
-        production_days=number("production_days", 0, 0, 30),
-        earlier_release=number("earlier_release", 0, 0, 100000),
-        worlds=number("worlds", 1, 1, 8),
+        rounds=number("rounds", default.rounds, 1, 60),
+        budget=number("budget", default.budget, 100, 100000),
+        seed=number("seed", default.seed, 0, 10**6),
+        world=world if world in WORLD_FAMILIES else default.world,
+        production_days=number("production_days", default.production_days, 0, 30),
+        earlier_release=number("earlier_release", default.earlier_release, 0, 100000),
+        worlds=number("worlds", default.worlds, 1, 8),
     )
+
+
+def _forecast_estimate(campaign: Campaign, parameters: ForecastParameters) -> dict[str, Any]:
+    """How long a forecast of these parameters would take at the pace of the organization's
+    last forecasts (``pace`` None before any ran to the end)."""
+    pace = forecast_pace(organization=campaign.organization)
+    seconds = pace.seconds(rounds=parameters.rounds, worlds=parameters.worlds) if pace else None
+    return {"pace": pace, "estimate": duration_words(seconds)}
 
 
 def _forecast_of(
@@ -393,7 +402,6 @@ class CampaignForecast(MemberView, TemplateView):
             production_days=parameters.production_days,
             earlier_release=parameters.earlier_release,
         )
-        pace = forecast_pace(organization=campaign.organization)
         return super().get_context_data(
             campaign=campaign,
             forecast=forecast,
@@ -406,14 +414,25 @@ class CampaignForecast(MemberView, TemplateView):
             families=WORLD_FAMILIES.items(),
             hardship=WORLD_FAMILIES[parameters.world],
             record=describe_record(config),
-            pace=pace,
-            estimate=(
-                duration_words(pace.seconds(rounds=parameters.rounds, worlds=parameters.worlds))
-                if pace is not None
-                else ""
-            ),
+            **_forecast_estimate(campaign, parameters),
             **kwargs,
         )
+
+    def get(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        htmx = getattr(request, "htmx", None)
+        if htmx and htmx.target == "forecast-estimate":
+            # The form asks again as its fields change: only the estimate, not the page.
+            campaign, parameters, _ = _forecast_of(request, kwargs["pk"])
+            return render(
+                request,
+                "frontend/steering/_forecast_estimate.html",
+                {
+                    "campaign": campaign,
+                    "parameters": parameters,
+                    **_forecast_estimate(campaign, parameters),
+                },
+            )
+        return super().get(request, *args, **kwargs)
 
     def post(self, request: HttpRequest, pk: int) -> HttpResponse:
         campaign = get_object_or_404(Campaign.objects.visible_to(request.user), pk=pk)

@@ -19,7 +19,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from accounts.models import Job
-from accounts.services import duration_words, job_create, job_running
+from accounts.services import job_create, job_running, time_left_words
 from analytics.gap import CellHistory
 from analytics.learning import POSTERIOR_LEVELS, fit_history, posterior_quantiles
 from analytics.models import (
@@ -361,7 +361,7 @@ def _refit_locked(campaign: Campaign, progress: Progress | None) -> CurveFitReco
             said = f"transfer between cells, curve refit {done} of {total}"
             if 0 < done < total:
                 pace = (time.monotonic() - refits_from[0]) / done
-                said += f" · about {duration_words(pace * (total - done))} left"
+                said += f" · {time_left_words(pace * (total - done))}"
             progress(done, REFIT_STEPS, said)
 
     def swept(done: int, total: int) -> None:
