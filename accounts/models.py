@@ -189,6 +189,16 @@ class Job(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Where the steps now counted began: the first progress with a total, or the first
+    # after the count went back (a new phase counts its own steps). The time left is read
+    # at the pace since then, so a phase counted with no total (an export reading its
+    # episodes before writing them) does not slow the pace of the steps that follow.
+    paced_at = models.DateTimeField(null=True, blank=True)
+    paced_done = models.BigIntegerField(default=0)
+    # When the service expects to end, set by one that can tell while its steps cannot: an
+    # import checking and writing its staged rows in single statements, at the pace its
+    # organization's earlier imports took to do so (:meth:`JobContext.expect`).
+    expected_end_at = models.DateTimeField(null=True, blank=True)
 
     objects = TenantQuerySet.as_manager()
 
@@ -227,22 +237,30 @@ class Job(models.Model):
         return max((end - self.started_at).total_seconds(), 0.0)
 
     def seconds_left(self, now: datetime | None = None) -> float | None:
-        """While it runs, how long it would still take at its pace so far: the time it has
-        run times the work left over the work done. Only for the kinds whose steps cost
-        alike (:data:`EVEN_PACED_KINDS`: rows, episodes); ``None`` for the others and when
-        it is not running or has no start, no total or no progress yet to measure a pace by.
+        """While it runs, how long it would still take: until :attr:`expected_end_at` when
+        its service expects an end (0 once that has passed), else at its pace so far — the
+        time since its steps began to be counted (:attr:`paced_at`, else its start) times
+        the steps left over the steps counted since. The pace only for the kinds whose steps
+        cost alike (:data:`EVEN_PACED_KINDS`: rows, episodes); ``None`` for the others and
+        when it is not running or has no start, no total or no step counted yet to measure
+        a pace by.
         """
-        elapsed = self.seconds_elapsed(now)
+        if self.status == self.Status.RUNNING and self.expected_end_at is not None:
+            return max((self.expected_end_at - (now or timezone.now())).total_seconds(), 0.0)
         if (
             self.kind not in EVEN_PACED_KINDS
             or self.status != self.Status.RUNNING
-            or elapsed is None
+            or self.started_at is None
             or not self.progress_total
-            or self.progress_done <= 0
         ):
             return None
+        since, base = (self.paced_at, self.paced_done) if self.paced_at else (self.started_at, 0)
+        counted = self.progress_done - base
+        if counted <= 0:
+            return None
+        elapsed = max(((now or timezone.now()) - since).total_seconds(), 0.0)
         left = max(self.progress_total - self.progress_done, 0)
-        return elapsed * left / self.progress_done
+        return elapsed * left / counted
 
     @property
     def elapsed_seconds(self) -> float | None:

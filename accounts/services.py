@@ -103,6 +103,9 @@ def job_claim(*, job_id: str) -> Job | None:
         heartbeat_at=now,
         attempts=F("attempts") + 1,
         progress_done=0,
+        paced_at=None,
+        paced_done=0,
+        expected_end_at=None,
     )
     if not updated:
         Job.objects.filter(pk=job_id, cancel_requested=True, status__in=Job.ACTIVE).update(
@@ -119,6 +122,7 @@ class JobContext:
 
     job: Job
     _last_write: float = field(default=0.0)
+    _counted: int | None = field(default=None)  # the last step count written with a total
 
     def progress(
         self,
@@ -138,6 +142,12 @@ class JobContext:
         fields: dict[str, Any] = {"progress_done": done, "heartbeat_at": timezone.now()}
         if total is not None:
             fields["progress_total"] = total
+            # The pace is measured from the first count with a total, and again from a
+            # count that went back (a new phase: episodes written, then recordings converted).
+            if self._counted is None or done < self._counted:
+                fields |= {"paced_at": fields["heartbeat_at"], "paced_done": done}
+                fields["expected_end_at"] = None  # counted steps tell again
+            self._counted = done
         if message is not None:
             fields["message"] = message[:2000]
         # A separate connection-level autocommit write is not possible inside the service's
@@ -146,6 +156,13 @@ class JobContext:
         Job.objects.filter(pk=self.job.pk).update(**fields)
         if Job.objects.filter(pk=self.job.pk, cancel_requested=True).exists():
             raise JobCancelled("Cancelled at the user's request.")
+
+    def expect(self, seconds: float | None) -> None:
+        """Say the job expects to end in ``seconds`` (``None``: it cannot tell), for a phase
+        whose steps are not counted; the time left then runs down to that end, until a new
+        phase counts its steps again (:meth:`accounts.models.Job.seconds_left`)."""
+        end = None if seconds is None else timezone.now() + timedelta(seconds=seconds)
+        Job.objects.filter(pk=self.job.pk).update(expected_end_at=end)
 
     def cancel_requested(self) -> bool:
         """Whether someone asked the job to stop (a read only: safe inside a transaction)."""

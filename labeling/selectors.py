@@ -16,7 +16,7 @@ from django.db.models import Count, QuerySet, Sum
 
 from labeling.capture.spec import CaptureSpec
 from labeling.capture.streams import StreamMap
-from labeling.models import Dataset, Episode
+from labeling.models import Dataset, Episode, InventoryImport
 from sites.models import Embodiment, Site
 
 
@@ -287,3 +287,52 @@ def stream_map_of(embodiment: Embodiment, *, fps: float | None = None) -> Stream
 def conversion_codec() -> str:
     """The video codec of stored conversions (the player's and the export's)."""
     return str(getattr(settings, "FIELDCRAFT_EXPORT_CODEC", "libsvtav1"))
+
+
+STAGED_PACE_IMPORTS = 5
+"""How many of an organization's latest staged imports time the phases of the next."""
+
+
+@dataclass(frozen=True)
+class StagedImportPace:
+    """How long a staged import's single-statement phases took, as multiples of its staging
+    (reading the file into the staging table, the one phase its rows count): the median
+    over the organization's latest staged imports that succeeded. Multiples of the staging,
+    not seconds a row, so that a loaded machine, slow for every phase alike, is timed as
+    loaded."""
+
+    after_staging: float  # checking, writing and committing, over staging
+    after_checking: float  # writing and committing, over staging
+    imports: int  # how many imports it was measured on
+
+
+def staged_import_pace(*, organization_id: int) -> StagedImportPace | None:
+    """The pace of the organization's latest staged imports (:class:`StagedImportPace`);
+    ``None`` when none of them succeeded yet (the first staged import cannot tell)."""
+    import statistics
+
+    after_staging: list[float] = []
+    after_checking: list[float] = []
+    summaries = (
+        InventoryImport.objects.filter(
+            organization_id=organization_id,
+            job__status="succeeded",
+            summary__phases__has_key="check",
+        )
+        .order_by("-created_at")
+        .values_list("summary__phases", flat=True)[:STAGED_PACE_IMPORTS]
+    )
+    for phases in summaries:
+        stage = float(phases.get("stage") or 0.0)
+        if stage <= 0:
+            continue
+        writing = sum(float(phases.get(k) or 0.0) for k in ("upsert", "write", "commit"))
+        after_checking.append(writing / stage)
+        after_staging.append((float(phases.get("check") or 0.0) + writing) / stage)
+    if not after_staging:
+        return None
+    return StagedImportPace(
+        after_staging=statistics.median(after_staging),
+        after_checking=statistics.median(after_checking),
+        imports=len(after_staging),
+    )

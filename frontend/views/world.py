@@ -136,7 +136,7 @@ def _saved_or_refused(
     except ApiInvalid as exc:
         detail = exc.detail if isinstance(exc.detail, dict) else {"detail": exc.detail}
         for field, problems in detail.items():
-            _show(form, formsets, field, [str(p) for p in _as_list(problems)])
+            _show(form, formsets, str(field), [str(p) for p in _as_list(problems)])
     except (DuplicateChild, InUse, LinkRefused) as exc:
         _show(form, formsets, exc.field, [str(exc)])
     except ConditionError as exc:

@@ -52,7 +52,7 @@ from labeling.importers.writes import (
     lock_references,
 )
 from labeling.models import Episode
-from labeling.selectors import DatasetCounts, dataset_breakdown
+from labeling.selectors import DatasetCounts, dataset_breakdown, staged_import_pace
 from sites.models import Embodiment, Site
 from sites.services import ConditionLookup, condition_sets_intern
 
@@ -368,6 +368,7 @@ def _run(
 ) -> dict[str, Any]:
     label = source.file_label
     reporter.progress(0, source.total_rows, "Reading the source", force=True)
+    staging_from = time.monotonic()
     staging.create()
     bytes_done = 0
 
@@ -386,9 +387,13 @@ def _run(
         empty = "the file has a header but no rows" if source.has_header else "the file has no rows"
         raise ImportFailed.one(label, empty)
     reporter.progress(rows, rows, f"Checking {rows:,} rows", force=True)
-    # The next phases are single statements over all rows: no progress in between.
+    # The next phases are single statements over all rows: no progress in between. How long
+    # they take is told at the pace of the organization's earlier staged imports.
     reporter.extend_lease(60 + rows * LEASE_SECONDS_PER_ROW)
-    phases = {"stage": time.monotonic() - started}
+    phases = {"open": staging_from - started, "stage": time.monotonic() - staging_from}
+    pace = staged_import_pace(organization_id=request.organization_id)
+    if pace is not None:
+        reporter.expect(phases["stage"] * pace.after_staging)
 
     columns = source.columns
     key_col = next((c for c in columns if c.target.kind == "key"), None)
@@ -430,7 +435,9 @@ def _run(
     combinations = staging.combinations() if cond_cols else []
     reporter.progress(rows, rows, f"Writing {rows:,} rows", force=True)
     reporter.extend_lease(60 + rows * LEASE_SECONDS_PER_ROW)
-    phases["check"] = time.monotonic() - started - phases["stage"]
+    if pace is not None:
+        reporter.expect(phases["stage"] * pace.after_checking)
+    phases["check"] = time.monotonic() - staging_from - phases["stage"]
 
     failure: BaseException | None = None
     try:

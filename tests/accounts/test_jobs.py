@@ -109,3 +109,65 @@ def test_a_running_job_says_how_long_it_ran_and_how_long_it_would_still_take(wor
         "1 h 5 min",
         "2 h",
     ]
+
+
+def test_the_pace_runs_from_where_the_steps_began_to_be_counted(world_a):
+    """An export reads its episodes before it counts them: the time left is read at the pace
+    of the counted steps alone, a new phase counts its own, and a phase whose steps are not
+    counted runs down to the end its service expects."""
+    from django.db.models import F
+
+    from frontend.templatetags.jobs import job_time
+
+    job = _queued(world_a)
+    with job_running(job_id=str(job.pk)) as ctx:
+        assert ctx is not None
+        ctx.progress(0, None, "Reading the episodes", force=True)
+        assert Job.objects.get(pk=job.pk).paced_at is None  # nothing counted yet
+        # The reading took 100 s; counting begins now, and two of ten steps take 10 s.
+        Job.objects.filter(pk=job.pk).update(started_at=F("started_at") - timedelta(seconds=100))
+        ctx.progress(0, 10, "Writing 10 episodes", force=True)
+        Job.objects.filter(pk=job.pk).update(paced_at=F("paced_at") - timedelta(seconds=10))
+        ctx.progress(2, 10, force=True)
+        job.refresh_from_db()
+        # Eight more at 5 s each: 40 s, not the 440 s the whole run's pace would say.
+        assert job.seconds_left() == pytest.approx(40.0, abs=1.0)
+        assert job.seconds_elapsed() == pytest.approx(100.0, abs=1.0)
+
+        # A new phase counts from where it begins: recordings converted, one of four so far.
+        ctx.progress(4, 10, force=True)
+        ctx.progress(1, 4, "Converting recordings", force=True)
+        job.refresh_from_db()
+        assert job.paced_done == 1
+        assert job.seconds_left() is None  # nothing counted since it began
+        Job.objects.filter(pk=job.pk).update(paced_at=F("paced_at") - timedelta(seconds=6))
+        ctx.progress(3, 4, force=True)
+        job.refresh_from_db()
+        assert job.seconds_left() == pytest.approx(3.0, abs=0.5)  # two in 6 s, one left
+
+        # A phase that counts nothing: the service says when it expects to end.
+        ctx.progress(4, 4, "Zipping", force=True)
+        job.refresh_from_db()
+        assert job_time(job).endswith("· finishing")  # all counted, nothing expected
+        ctx.expect(30)
+        job.refresh_from_db()
+        assert 28.0 < job.seconds_left() <= 30.0
+        assert re.search(r"so far · about (29|30) s left$", job_time(job))
+        ctx.progress(4, 4, force=True)  # the same count: the expectation holds
+        job.refresh_from_db()
+        assert job.expected_end_at is not None
+        Job.objects.filter(pk=job.pk).update(
+            expected_end_at=F("expected_end_at") - timedelta(seconds=60)
+        )
+        job.refresh_from_db()
+        assert job.seconds_left() == 0.0  # overdue: finishing, not a negative time
+        ctx.progress(0, 7, "Another phase", force=True)  # counted steps tell again
+        job.refresh_from_db()
+        assert (job.expected_end_at, job.paced_done) == (None, 0)
+
+    # A retried job starts its pace afresh.
+    Job.objects.filter(pk=job.pk).update(status=Job.Status.QUEUED)
+    with job_running(job_id=str(job.pk)) as again:
+        assert again is not None
+        job.refresh_from_db()
+        assert (job.paced_at, job.expected_end_at, job.progress_done) == (None, None, 0)

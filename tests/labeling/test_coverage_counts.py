@@ -543,3 +543,81 @@ def test_the_check_command_names_corrupted_counts_and_fix_repairs_them(world_a, 
     again = StringIO()
     call_command("coverage_check", "--organization", world_a.operator.slug, stdout=again)
     assert "match" in again.getvalue()
+
+
+# --- the direct load counts its own rows (migration 0010) ----------------------------------
+
+
+def _setting() -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_setting('fieldcraft.coverage', true)")
+        return cursor.fetchone()[0] or ""
+
+
+def _long_inventory(world, n: int, *, late_quote: bool = False) -> str:
+    """``n`` rows in many pyarrow blocks: lightings new to the organization arrive in the
+    second half (their condition sets interned between COPYs), some rows rejected, some
+    without an embodiment, a task or a lighting."""
+    emb, task = world.embodiment.slug, world.task.name
+    lines = ["key,count,lighting,robot,task,status"]
+    for i in range(n):
+        lighting = ["bright", "dim", ""][i % 3] if i < n // 2 else f"lamp {i % 7}"
+        robot = "" if i % 5 == 0 else emb
+        status = ["unlabelled", "rejected", "accepted", "labelled"][i % 4]
+        lines.append(f"k{i},{1 + i % 4},{lighting},{robot},{task if i % 6 else ''},{status}")
+    if late_quote:
+        # A doubled quote in a quoted value: the staging path reads it, the direct load not.
+        key, count, lighting, rest = lines[-3].split(",", 3)
+        doubled = lighting.replace("lamp", 'la""mp')
+        lines[-3] = f'{key},{count},"{doubled}",{rest}'
+    return "\n".join(lines) + "\n"
+
+
+LONG_MAPPING = [*IMPORT_MAPPING, "status=label_status"]
+
+
+def test_the_direct_load_adds_its_counts_once_and_the_trigger_counts_after_it(
+    world_a, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(direct, "BLOCK_BYTES", 1024)  # ~30 blocks, the COPY restarted
+    body = _long_inventory(world_a, 900)
+
+    record = run(
+        world_a, manifest(tmp_path, body), name="Long", mapping=LONG_MAPPING, create_values=True
+    )
+
+    assert record.job.status == "succeeded", record.job.message
+    assert record.summary["path"]["direct"] is True
+    long = Dataset.objects.get(organization=world_a.operator, name="Long")
+    countable = Episode.objects.countable().filter(dataset=long, condition_set__isnull=False)
+    assert 0 < countable.count() < 900  # rejected and set-less rows left out
+    assert_counts_match_group_by()
+    # The load's deferral ended with it: in the same transaction the trigger counts again.
+    assert _setting() == ""
+    Episode.objects.create(
+        organization=world_a.operator,
+        dataset=long,
+        key="after",
+        episode_count=2,
+        embodiment=world_a.embodiment,
+        condition_set=countable.first().condition_set,
+    )
+    assert_counts_match_group_by()
+
+
+def test_a_direct_load_given_up_midway_leaves_the_staging_path_counted_by_the_trigger(
+    world_a, tmp_path, monkeypatch
+):
+    monkeypatch.setattr(direct, "BLOCK_BYTES", 1024)
+    body = _long_inventory(world_a, 900, late_quote=True)
+
+    record = run(
+        world_a, manifest(tmp_path, body), name="Long", mapping=LONG_MAPPING, create_values=True
+    )
+
+    assert record.job.status == "succeeded", record.job.message
+    assert record.summary["path"]["direct"] is False
+    assert "quote" in record.summary["path"]["why"] or '"' in record.summary["path"]["why"]
+    assert _setting() == ""  # rolled back with the direct load's rows
+    assert CoverageCount.objects.filter(dataset__name="Long").exists()
+    assert_counts_match_group_by()
