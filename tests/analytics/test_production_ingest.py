@@ -11,7 +11,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from django.db import connection
 from django.test import Client
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from labeling.models import Episode
@@ -488,6 +488,7 @@ def test_an_id_stored_before_in_a_later_chunk_is_a_duplicate_and_the_rest_is_new
         max_size=3,
     ),
 )
+@example(seconds=[-1429564501], zones=["America/St_Johns"])  # -3:30:52 until 1935
 def test_local_days_a_column_at_a_time_are_each_instants_own(seconds, zones):
     from zoneinfo import ZoneInfo
 
@@ -506,6 +507,27 @@ def test_local_days_a_column_at_a_time_are_each_instants_own(seconds, zones):
     assert _LocalDays(deployments).days(ids, ats) == expected
     days = _LocalDays(deployments)
     assert [days.day(d, at) for d, at in zip(ids, ats, strict=True)] == expected
+
+
+def test_a_quarter_hour_holding_a_local_midnight_gives_each_instant_its_own_day():
+    """Amsterdam kept its mean time, +0:19:32 in winter, until 1937: its midnight of 15 January
+    1930 was at 23:40:28 UTC, inside the UTC quarter hour 23:30-23:45, whose instants fall on
+    two days."""
+    from zoneinfo import ZoneInfo
+
+    from analytics.services.production.checks import _LocalDays
+
+    amsterdam = ZoneInfo("Europe/Amsterdam")
+    before = datetime(1930, 1, 14, 23, 35, tzinfo=UTC)  # 23:54:32 local, 14 January
+    after = datetime(1930, 1, 14, 23, 44, tzinfo=UTC)  # 00:03:32 local, 15 January
+    later = datetime(1930, 1, 15, 12, 0, tzinfo=UTC)
+    ats = [before, after, later, before]
+    expected = [at.astimezone(amsterdam).date() for at in ats]
+    assert [d.day for d in expected] == [14, 15, 15, 14]
+
+    assert _LocalDays({"ams": (7, amsterdam)}).days([7] * 4, ats) == expected
+    days = _LocalDays({"ams": (7, amsterdam)})
+    assert [days.day(7, at) for at in ats] == expected
 
 
 def test_the_garbage_collector_is_back_on_after_a_batch_stored_or_refused(world_a, manager):

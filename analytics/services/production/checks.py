@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 from zoneinfo import ZoneInfo
 
 import numpy as np
@@ -75,24 +75,32 @@ class Resolved:
 
 
 class _LocalDays:
-    """The site-local day of instants, per deployment: every UTC offset in use is a whole
-    number of quarter hours, so all instants of one UTC quarter hour share their local day,
-    which is worked out once per deployment and quarter hour."""
+    """The site-local day of instants, per deployment, worked out once per deployment and UTC
+    quarter hour: today's offsets are whole quarter hours, so a quarter hour's instants share
+    their local day. Where one does not (a local mean time before a zone's standard time, as
+    Amsterdam's +0:19:32 until 1937 or St. John's -3:30:52 until 1935, with its midnight inside
+    the quarter hour), the day of its first and of its last second differ, and each instant of
+    it is read on its own. One offset change within a quarter hour moves the local time one way
+    only, so equal days at both ends hold for every instant between them."""
 
     def __init__(self, deployments: dict[str, tuple[int, ZoneInfo]]) -> None:
         self._zones = dict(deployments.values())
-        self._days: dict[tuple[int, int], date] = {}
+        self._days: dict[tuple[int, int], date | None] = {}
 
-    def _day(self, deployment_id: int, quarter: int) -> date:
+    def _day(self, deployment_id: int, quarter: int) -> date | None:
+        """The local day of every instant of the quarter hour, or None where they differ."""
         key = (deployment_id, quarter)
-        day = self._days.get(key)
-        if day is None:
-            at = datetime.fromtimestamp(quarter * _QUARTER_HOUR, self._zones[deployment_id])
-            day = self._days[key] = at.date()
+        if key in self._days:
+            return self._days[key]
+        zone = self._zones[deployment_id]
+        first = datetime.fromtimestamp(quarter * _QUARTER_HOUR, zone).date()
+        last = datetime.fromtimestamp((quarter + 1) * _QUARTER_HOUR - 1, zone).date()
+        day = self._days[key] = first if first == last else None
         return day
 
     def day(self, deployment_id: int, at: datetime) -> date:
-        return self._day(deployment_id, int(at.timestamp() // _QUARTER_HOUR))
+        day = self._day(deployment_id, int(at.timestamp() // _QUARTER_HOUR))
+        return day if day is not None else at.astimezone(self._zones[deployment_id]).date()
 
     def days(self, deployment_ids: Sequence[int], ats: Sequence[datetime]) -> list[date]:
         """The day of each instant, a column at a time."""
@@ -104,7 +112,15 @@ class _LocalDays:
             self._day(int(key >> 32), int(key & 0xFFFFFFFF) - _QUARTER_OFFSET)
             for key in unique.tolist()
         ]
-        return list(map(days.__getitem__, inverse.reshape(-1).tolist()))
+        if None not in days:
+            return cast(list[date], list(map(days.__getitem__, inverse.reshape(-1).tolist())))
+        # Quarter hours whose instants fall on two days: each of those instants on its own.
+        return [
+            day
+            if (day := days[k]) is not None
+            else ats[i].astimezone(self._zones[int(deployment_ids[i])]).date()
+            for i, k in enumerate(inverse.reshape(-1).tolist())
+        ]
 
 
 CHUNK = 1_000
