@@ -7,6 +7,7 @@ column) and only then expand the few distinct sets into their values.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count, QuerySet, Sum
 
+from accounts.models import Job
 from labeling.capture.spec import CaptureSpec
 from labeling.capture.streams import StreamMap
 from labeling.models import Dataset, Episode, InventoryImport
@@ -309,14 +311,12 @@ class StagedImportPace:
 def staged_import_pace(*, organization_id: int) -> StagedImportPace | None:
     """The pace of the organization's latest staged imports (:class:`StagedImportPace`);
     ``None`` when none of them succeeded yet (the first staged import cannot tell)."""
-    import statistics
-
     after_staging: list[float] = []
     after_checking: list[float] = []
     summaries = (
         InventoryImport.objects.filter(
             organization_id=organization_id,
-            job__status="succeeded",
+            job__status=Job.Status.SUCCEEDED,
             summary__phases__has_key="check",
         )
         .order_by("-created_at")

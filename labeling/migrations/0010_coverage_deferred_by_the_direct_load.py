@@ -4,10 +4,10 @@ statement.
 A direct load is a series of binary ``COPY`` statements (restarted as new condition sets
 are interned), and the insert trigger of 0008 aggregated and upserted each statement's
 rows: on a manifest of 1,000,000 rows with ~15,000 condition sets that upserted tens of
-thousands of keys a dozen times and doubled the load (``bench/import_inventory.py``: 11.8 s
-before 0008, 19.0 s after). The loader knows what it writes: it sums its countable rows per
+thousands of keys a dozen times and made the load 1.6 times as long
+(``bench/import_inventory.py``: 11.8 s before 0008, 19.0 s after). The loader knows what it writes: it sums its countable rows per
 key as it types them and upserts that once, in the trigger's lock order
-(:func:`labeling.services.coverage_add`), having set ``fieldcraft.coverage`` to
+(:func:`labeling.coverage.coverage_settle`), having set ``fieldcraft.coverage`` to
 ``deferred`` for its own statements only (``set_config(..., true)``: until its transaction
 or savepoint ends, or it sets it back). Every other writer still goes through the trigger.
 """
