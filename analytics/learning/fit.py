@@ -23,6 +23,7 @@ from analytics.curves import (
 from analytics.learning.curveset import CurveSet
 from analytics.learning.posteriors import (
     _RATE_EPS,
+    EXPONENT_SPREADS,
     LOG_MULTIPLIER_GRID,
     _cell_posteriors,
     _cell_posteriors_with_exponents,
@@ -140,6 +141,7 @@ def fit_curve_set(
     floor_evidence: float | None = FLOOR_EVIDENCE,
     exponents: bool = False,
     conditions: npt.ArrayLike | None = None,
+    exponent_spreads: tuple[float, ...] | None = None,
 ) -> CurveSet:
     """Fit the pooled curve and every cell's amplitude multiplier from evaluation rows.
 
@@ -152,8 +154,9 @@ def fit_curve_set(
     and ``floor_evidence`` control step 3 of the module docstring. ``exponents`` fits an
     exponent per cell and ``conditions`` (cells x dimensions value codes, -1 for a value not
     stated; only with ``exponents``) centres each cell's multiplier prior on its conditions'
-    effects, learnt in step 3 (see the module docstring). Raises ValueError on malformed
-    input.
+    effects, learnt in step 3 (see the module docstring); ``exponent_spreads`` (only with
+    ``exponents``) are the candidate spreads of the cells' exponents, :data:`EXPONENT_SPREADS`
+    unless given. Raises ValueError on malformed input.
     """
     given = curve is not None
     if curve is not None:
@@ -182,6 +185,9 @@ def fit_curve_set(
             "conditions need exponents=True and one row of value codes per cell, "
             f"got shape {codes.shape} for {size} cells"
         )
+    if exponent_spreads is not None and not exponents:
+        raise ValueError("exponent spreads need exponents=True")
+    spreads_b = EXPONENT_SPREADS if exponent_spreads is None else tuple(exponent_spreads)
 
     def read(curve: LearningCurve, prior_mean: FloatArray | None) -> _Read:
         if not exponents:
@@ -195,7 +201,7 @@ def fit_curve_set(
                 log_evidence,
             )
         at_now, spread, marginal, offset, log_evidence = _cell_posteriors_with_exponents(
-            curve, rows, n_now, grid, tau, prior_mean
+            curve, rows, n_now, grid, tau, prior_mean, spreads_b
         )
         log_m = (marginal * grid).sum(axis=1)
         following = prior_mean
@@ -291,6 +297,7 @@ def fit_history(
     current_train_count: npt.ArrayLike,
     *,
     conditions: npt.ArrayLike | None = None,
+    exponent_spreads: tuple[float, ...] | None = None,
 ) -> CurveSet:
     """The curves steering acts on, refitted on an evaluation history: the one refit of the
     recommender (:func:`analytics.steering.recommend.recommend` with a ``history``), of the
@@ -304,7 +311,10 @@ def fit_history(
     value not stated) centre its amplitude prior (see the module docstring: a shared
     exponent misreads a cell's rate now wherever it learns faster or slower than the pool).
     With one there is no history: every cell is read from its current outcomes, row for
-    row, around the pooled curve, as a recommendation without history always was. Raises
+    row, around the pooled curve, as a recommendation without history always was.
+    ``exponent_spreads`` fixes the candidate spreads of the cells' exponents (with two or
+    more evaluations; :data:`EXPONENT_SPREADS` unless given): the transfer's candidates are
+    scored under one (:data:`analytics.steering.levels.SCORING_EXPONENT_SPREAD`). Raises
     ValueError on malformed input.
     """
     t = np.atleast_2d(np.asarray(trials, dtype=np.float64))
@@ -324,4 +334,5 @@ def fit_history(
         current_train_count,
         exponents=True,
         conditions=codes if codes is not None and codes.size else None,
+        exponent_spreads=exponent_spreads,
     )

@@ -149,6 +149,7 @@ def _cell_posteriors_with_exponents(
     grid: FloatArray,
     tau: float | None,
     prior_mean: FloatArray | None = None,
+    exponent_spreads: tuple[float, ...] = EXPONENT_SPREADS,
 ) -> tuple[Callable[[], FloatArray], float, FloatArray, FloatArray, float]:
     """Per-cell exponents: each cell's joint grid posterior of ``(b_c - b, log m_c)``, read
     at the cell's current ``n`` as the shared-exponent multiplier with the same rate there.
@@ -158,9 +159,9 @@ def _cell_posteriors_with_exponents(
     tau^2)`` (``mu_c`` is ``prior_mean``, 0 by default) and, independently, ``b_c - b ~
     Normal(0, s^2)`` on :data:`EXPONENT_OFFSET_GRID` (offsets that leave :data:`B_BOUNDS`
     excluded), truncated so the rate now is a probability under every exponent. Both spreads
-    are averaged over their candidates (:data:`TAU_GRID` or ``tau``,
-    :data:`EXPONENT_SPREADS`) by the marginal likelihood of all cells' rows, as in
-    :func:`_cell_posteriors`. A cell evaluated at one ``n`` learns its rate there but little
+    are averaged over their candidates (:data:`TAU_GRID` or ``tau``, ``exponent_spreads``:
+    :data:`EXPONENT_SPREADS` unless given) by the marginal likelihood of all cells' rows, as
+    in :func:`_cell_posteriors`. A cell evaluated at one ``n`` learns its rate there but little
     of its exponent; one evaluated before and after training arrived learns how fast it
     falls.
 
@@ -176,12 +177,14 @@ def _cell_posteriors_with_exponents(
     for spread in spreads:
         if not spread > 0:
             raise ValueError(f"tau must be > 0, got {spread}")
+    if not exponent_spreads or not all(s > 0 for s in exponent_spreads):
+        raise ValueError(f"exponent spreads must be > 0, got {exponent_spreads}")
     offsets = EXPONENT_OFFSET_GRID
     exponents = curve.b + offsets
     valid = (exponents >= B_BOUNDS[0]) & (exponents <= B_BOUNDS[1])
     size = rows.n_cells
     centre = np.zeros(size) if prior_mean is None else prior_mean
-    log_pb = np.array([-0.5 * (offsets / s) ** 2 for s in EXPONENT_SPREADS])  # s x offsets
+    log_pb = np.array([-0.5 * (offsets / s) ** 2 for s in exponent_spreads])  # s x offsets
     log_pb[:, ~valid] = -np.inf
     prior_b = np.exp(log_pb)
     curves = [
@@ -248,7 +251,7 @@ def _cell_posteriors_with_exponents(
     # several: once for the spreads' weights, which every cell's evidence decides, once for
     # the posteriors under them.
     bounds = [(lo, min(lo + _EXPONENT_BLOCK, size)) for lo in range(0, size, _EXPONENT_BLOCK)]
-    norm = np.empty((size, len(EXPONENT_SPREADS), len(spreads)))
+    norm = np.empty((size, len(exponent_spreads), len(spreads)))
     mass = np.empty_like(norm)
     kept: tuple[FloatArray, FloatArray, FloatArray] | None = None
     for lo, hi in bounds:

@@ -222,6 +222,32 @@ def test_per_cell_exponents_tell_fast_learners_from_slow_ones_and_read_their_rat
     assert own.subset([0, 3]).exponent == pytest.approx(own.exponent[[0, 3]])
 
 
+def test_the_spread_of_the_cells_exponents_can_be_fixed():
+    # The transfer's candidates are scored with the spread fixed (analytics.steering.levels):
+    # a narrow one holds every cell near the pool's exponent, where the free spread lets
+    # fast and slow learners apart, and the evidence says the free spread fits better.
+    from analytics.learning import EXPONENT_SPREADS
+
+    rows, n_now, _, b = _two_speed_history(seed=21)
+
+    free = fit_curve_set(rows, n_now, exponents=True)
+    narrow = fit_curve_set(rows, n_now, exponents=True, exponent_spreads=(0.02,))
+    named = fit_curve_set(rows, n_now, exponents=True, exponent_spreads=EXPONENT_SPREADS)
+
+    assert free.exponent is not None and narrow.exponent is not None
+    assert free.exponent[b == 1.0].mean() - free.exponent[b == 0.5].mean() > 0.25
+    assert np.ptp(narrow.exponent) < 0.1
+    assert free.log_evidence is not None and narrow.log_evidence is not None
+    assert free.log_evidence > narrow.log_evidence
+    assert np.array_equal(named.posterior, free.posterior)
+    with pytest.raises(ValueError, match="exponent spreads must be > 0"):
+        fit_curve_set(rows, n_now, exponents=True, exponent_spreads=(0.05, 0.0))
+    with pytest.raises(ValueError, match="exponent spreads must be > 0"):
+        fit_curve_set(rows, n_now, exponents=True, exponent_spreads=())
+    with pytest.raises(ValueError, match="exponent spreads need exponents=True"):
+        fit_curve_set(rows, n_now, exponent_spreads=(0.05,))
+
+
 def test_a_cell_seen_at_one_count_is_read_at_its_data_with_an_exponent_inside_the_pool():
     rows, n_now, _, _ = _two_speed_history(seed=22)
     once = EvaluationRows(
